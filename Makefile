@@ -1,0 +1,53 @@
+# SPDX-License-Identifier: GPL-2.0
+#
+# rdma_rxe_rust: build a test kernel with this overlay and run it in QEMU.
+#
+#   make          set up what is missing, build, boot the VM, run the demo
+#   make test     build, then run every test and print a TAP report
+#   make build    set up and build only (kernel, modules)
+#   make shell    interactive shell in the VM (scripts/vm-run --shell)
+#   make clean    remove the kernel build output (keeps downloads)
+#   make distclean  remove build/ entirely
+#
+# Every phase is incremental and prints its wall time.
+
+B := $(CURDIR)/build
+PRISTINE := $(B)/linux-7.2
+SRC := $(B)/src
+OBJ := $(B)/obj
+MODROOT := $(B)/modroot
+PHASE := scripts/phase
+
+.PHONY: all build deps sources overlay config kernel demo test shell clean distclean
+
+all: build
+	@$(PHASE) demo scripts/vm-run --timeout 600 -- scripts/demo
+
+build: kernel
+
+deps:
+	@$(PHASE) deps scripts/install-deps
+
+sources: deps
+	@$(PHASE) sources scripts/fetch-sources $(B)
+
+overlay: sources
+	@$(PHASE) overlay scripts/overlay $(PRISTINE) $(SRC)
+
+config: overlay
+	@$(PHASE) config scripts/configure-kernel $(SRC) $(OBJ)
+
+kernel: config
+	@$(PHASE) kernel scripts/build-kernel $(SRC) $(OBJ) $(MODROOT)
+
+test: build
+	@$(PHASE) test tests/run
+
+shell: build
+	scripts/vm-run --shell
+
+clean:
+	rm -rf $(OBJ) $(MODROOT) $(B)/vm
+
+distclean:
+	rm -rf $(B)

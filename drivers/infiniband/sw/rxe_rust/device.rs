@@ -1,0 +1,112 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The Soft-RoCE device: one RDMA device with one port on top of an Ethernet netdevice.
+
+use crate::{
+    net::RoceSockets,
+    param,
+    Rxe, //
+};
+use kernel::{
+    net::device::NetDevice,
+    prelude::*,
+    rdma::device::Device,
+    sync::{
+        aref::ARef,
+        Mutex, //
+    },
+};
+
+/// The data of one Soft-RoCE device.
+///
+/// # Invariants
+///
+/// `sockets` holds this device's reference on the RoCEv2 sockets of its netdevice's namespace
+/// until the device is removed or the netdevice unregistered, whichever comes first.
+#[pin_data]
+pub(crate) struct RxeDev {
+    /// The netdevice the port runs on.
+    pub(crate) ndev: ARef<NetDevice>,
+    /// EUI-64 identity derived from the netdevice's MAC (node, port and system image GUID).
+    pub(crate) guid: [u8; 8],
+    /// The UDP port 4791 sockets this device keeps open.
+    #[pin]
+    sockets: Mutex<Option<RoceSockets>>,
+}
+
+impl RxeDev {
+    /// Creates the data of a device on `ndev` that uses `sockets`.
+    pub(crate) fn new(ndev: &NetDevice, sockets: RoceSockets) -> impl PinInit<Self, Error> {
+        let mac = ndev.hw_addr().unwrap_or_else(random_mac);
+        let ndev: ARef<NetDevice> = ndev.into();
+        try_pin_init!(Self {
+            ndev,
+            guid: eui64_from_mac(mac),
+            sockets <- kernel::new_mutex!(Some(sockets)),
+        })
+    }
+
+    /// Releases the device's sockets now rather than when the device is freed.
+    ///
+    /// The netdevice is leaving its namespace, which may be destroyed before the queued
+    /// unregistration of this device completes.
+    pub(crate) fn release_sockets(&self) {
+        drop(self.sockets.lock().take());
+    }
+}
+
+/// Returns the device on top of `ndev`, if any.
+pub(crate) fn rxe_by_netdev(ndev: &NetDevice) -> Option<kernel::rdma::device::DeviceRef<Rxe>> {
+    Device::<Rxe>::get_by_netdev(ndev)
+}
+
+/// A locally administered unicast MAC for netdevices without one (e.g. tun).
+fn random_mac() -> [u8; 6] {
+    let mut mac = [0u8; 6];
+    kernel::random::fill_bytes(&mut mac);
+    mac[0] = (mac[0] & 0xfe) | 0x02;
+    mac
+}
+
+/// Returns the modified EUI-64 of a MAC address (RFC 4291, appendix A).
+pub(crate) fn eui64_from_mac(mac: [u8; 6]) -> [u8; 8] {
+    [
+        mac[0] ^ 0x02,
+        mac[1],
+        mac[2],
+        0xff,
+        0xfe,
+        mac[3],
+        mac[4],
+        mac[5],
+    ]
+}
+
+/// Returns the node GUID value to store in `ib_device` (network byte order in memory).
+pub(crate) fn guid_be(guid: [u8; 8]) -> u64 {
+    u64::from_ne_bytes(guid)
+}
+
+const _: () = assert!(param::PORT == 1);
+
+#[kunit_tests(rdma_rxe_rust_device)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn eui64_flips_universal_local_bit() {
+        assert_eq!(
+            eui64_from_mac([0x52, 0x54, 0x00, 0x12, 0x34, 0x56]),
+            [0x50, 0x54, 0x00, 0xff, 0xfe, 0x12, 0x34, 0x56]
+        );
+        assert_eq!(eui64_from_mac([0x02, 0, 0, 0, 0, 1]), [0, 0, 0, 0xff, 0xfe, 0, 0, 1]);
+    }
+
+    #[test]
+    fn random_mac_is_local_unicast() {
+        for _ in 0..16 {
+            let m = random_mac();
+            assert_eq!(m[0] & 0x03, 0x02);
+        }
+    }
+}

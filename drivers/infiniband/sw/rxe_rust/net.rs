@@ -1,0 +1,138 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The network glue: link creation, netdevice events and the RoCEv2 UDP sockets.
+
+use crate::{
+    device::{
+        guid_be,
+        rxe_by_netdev,
+        RxeDev, //
+    },
+    param,
+    Rxe, //
+};
+use kernel::{
+    bindings,
+    net::{
+        device::NetDevice,
+        notifier::{
+            NetdevEvent,
+            NetdevNotify, //
+        },
+        skbuff::SkBuff,
+        udp_tunnel::{
+            EncapRecv,
+            SharedSockets,
+            SharedSocketsRef, //
+        },
+    },
+    prelude::*,
+    rdma::{
+        device::Device,
+        link::{
+            LinkOps,
+            LinkSlot, //
+        },
+    },
+    sync::Arc,
+};
+
+/// The RoCEv2 UDP destination port (IANA).
+pub(crate) const ROCE_V2_UDP_DPORT: u16 = bindings::ROCE_V2_UDP_DPORT as u16;
+
+/// A device's reference on the port 4791 sockets of its namespace.
+pub(crate) type RoceSockets = SharedSocketsRef<RoceRecv>;
+
+/// Receives RoCEv2 datagrams.
+pub(crate) struct RoceRecv;
+
+impl EncapRecv for RoceRecv {
+    fn recv(skb: SkBuff) {
+        // The transport is not implemented yet: every packet is dropped (and counted as a
+        // drop by the network stack).
+        drop(skb);
+    }
+}
+
+/// The "rxe" link type.
+#[pin_data]
+pub(crate) struct RxeLink {
+    /// The UDP sockets, shared by the devices of each network namespace.
+    sockets: Arc<SharedSockets<RoceRecv>>,
+}
+
+static RXE_LINK_SLOT: LinkSlot<RxeLink> = LinkSlot::new();
+
+impl RxeLink {
+    pub(crate) fn new() -> impl PinInit<Self, Error> {
+        try_pin_init!(Self {
+            sockets: SharedSockets::new(ROCE_V2_UDP_DPORT)?,
+        })
+    }
+}
+
+impl LinkOps for RxeLink {
+    type Driver = Rxe;
+
+    const TYPE: &'static CStr = c"rxe";
+    const CONFLICTS: &'static [&'static CStr] = &[c"rdma_rxe"];
+
+    fn slot() -> &'static LinkSlot<Self> {
+        &RXE_LINK_SLOT
+    }
+
+    fn newlink(&self, name: &CStr, ndev: &NetDevice) -> Result {
+        if ndev.is_vlan() {
+            pr_err!("rxe creation allowed on top of a real device only\n");
+            return Err(EPERM);
+        }
+        if rxe_by_netdev(ndev).is_some() {
+            pr_err!(
+                "already configured on {}\n",
+                ndev.name().to_str().unwrap_or("?")
+            );
+            return Err(EEXIST);
+        }
+
+        let sockets = self.sockets.get(ndev.net()).inspect_err(|e| {
+            pr_err!("failed to open UDP port {}: {:?}\n", ROCE_V2_UDP_DPORT, e);
+        })?;
+        let mut dev = Device::<Rxe>::new(&crate::THIS_MODULE, RxeDev::new(ndev, sockets))?;
+        dev.mark_name_assigned_by_user();
+        dev.set_node_desc(b"rxe");
+        dev.set_node_type_ca();
+        dev.set_phys_port_cnt(1);
+        dev.set_num_comp_vectors(kernel::cpu::nr_cpu_ids() as i32);
+        dev.set_node_guid(guid_be(dev.guid));
+        dev.enable_uverbs_cmds(&[
+            bindings::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_POST_SEND,
+            bindings::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_REQ_NOTIFY_CQ,
+        ]);
+        dev.set_netdev(ndev, param::PORT)?;
+        dev.register(name).inspect_err(|e| {
+            pr_err!(
+                "failed to add {}: {:?}\n",
+                ndev.name().to_str().unwrap_or("?"),
+                e
+            );
+        })
+    }
+}
+
+/// Follows the netdevices our devices sit on.
+pub(crate) struct RxeNetdevEvents;
+
+impl NetdevNotify for RxeNetdevEvents {
+    fn notify(event: NetdevEvent, ndev: &NetDevice) {
+        // Port state and MTU are read from the netdevice on each query, and the core turns
+        // up/down into port events; only the netdevice's departure needs us.
+        if event != NetdevEvent::Unregister {
+            return;
+        }
+        if let Some(rxe) = rxe_by_netdev(ndev) {
+            // The namespace may go right after this: close our sockets in it now.
+            rxe.release_sockets();
+            rxe.unregister_queued();
+        }
+    }
+}

@@ -1,0 +1,496 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Parsing, validating and building RoCEv2 packets (the UDP payload).
+//!
+//! A packet is the BTH, the extended headers its opcode calls for, the
+//! payload, zero to three pad bytes and the 4-byte ICRC. Receiving is done in
+//! the order of the C driver's `rxe_rcv()`:
+//!
+//! 1. [`Packet::parse`] checks what the packet alone can tell: length,
+//!    opcode, transport version, pad count, header and payload lengths.
+//! 2. The caller looks up the destination QP from [`Packet::bth`], then
+//!    [`Packet::check_qp`] checks the opcode against the QP type and the
+//!    payload against the path MTU.
+//! 3. [`Packet::verify_icrc`] checks the ICRC against the IP and UDP headers.
+//!
+//! [`parse`] does steps 1 and 3 at once. Sending goes the other way: a
+//! [`PacketBuilder`] lays out the headers in a caller-provided buffer, the
+//! caller fills them and the payload, and [`PacketBuilder::finish`] writes
+//! the pad and ICRC.
+
+use zerocopy::{
+    FromBytes,
+    Immutable,
+    IntoBytes,
+    KnownLayout, //
+};
+
+use super::headers::{
+    Aeth,
+    AtomicAckEth,
+    AtomicEth,
+    Bth,
+    BthFields,
+    Deth,
+    Feth,
+    Ieth,
+    ImmDt,
+    Reth, //
+};
+use super::icrc::{
+    self,
+    Crc32,
+    IpHeader,
+    UdpHeader,
+    ICRC_LEN, //
+};
+use super::mtu::IbMtu;
+use super::opcode::{
+    ExtHeaders,
+    OpClass,
+    Opcode,
+    Position,
+    QpType,
+    BTH_LEN, //
+};
+use super::psn::Psn;
+
+/// Why a received packet was rejected.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ParseError {
+    /// Shorter than its BTH, headers, pad and ICRC.
+    Truncated,
+    /// An opcode this driver does not implement (RD, CNP, reserved).
+    UnknownOpcode(u8),
+    /// A transport header version other than 0.
+    TransportVersion(u8),
+    /// A pad count that the opcode or the packet length does not allow.
+    PadCount,
+    /// A length the opcode does not allow.
+    ///
+    /// Payload and pad not a multiple of four bytes, a payload on an opcode
+    /// without one, an ATOMIC WRITE payload other than eight bytes, a first or
+    /// middle packet not exactly one path MTU, or an empty last packet.
+    LengthNotAllowed,
+    /// A payload larger than the path MTU.
+    PayloadOverMtu,
+    /// An opcode of another transport than the QP's.
+    QpTypeMismatch,
+    /// The ICRC does not match the packet.
+    IcrcMismatch,
+}
+
+/// A received packet whose structure has been checked.
+///
+/// # Invariants
+///
+/// `bytes` holds the headers of `opcode`, then `payload_len` bytes of payload,
+/// `pad` pad bytes and the ICRC, and nothing else.
+#[derive(Clone, Copy, Debug)]
+pub struct Packet<'a> {
+    bytes: &'a [u8],
+    bth: &'a Bth,
+    opcode: Opcode,
+    payload_len: usize,
+    pad: u8,
+}
+
+impl<'a> Packet<'a> {
+    /// Parses the UDP payload `bytes` and checks its structure.
+    ///
+    /// `bytes` must be exactly the UDP payload (UDP length minus eight), so
+    /// that the ICRC is its last four bytes.
+    pub fn parse(bytes: &'a [u8]) -> Result<Self, ParseError> {
+        let (bth, _) = Bth::ref_from_prefix(bytes).map_err(|_| ParseError::Truncated)?;
+        let raw = bth.opcode_raw();
+        let opcode = Opcode::from_u8(raw).ok_or(ParseError::UnknownOpcode(raw))?;
+        let tver = bth.transport_version();
+        if tver != 0 {
+            return Err(ParseError::TransportVersion(tver));
+        }
+        // Payload and pad together, between the headers and the ICRC.
+        let data_len = bytes
+            .len()
+            .checked_sub(opcode.header_len())
+            .and_then(|n| n.checked_sub(ICRC_LEN))
+            .ok_or(ParseError::Truncated)?;
+        let pad = bth.pad_count();
+        if data_len % 4 != 0 {
+            return Err(ParseError::LengthNotAllowed);
+        }
+        if !opcode.has_payload() {
+            if pad != 0 {
+                return Err(ParseError::PadCount);
+            }
+            if data_len != 0 {
+                return Err(ParseError::LengthNotAllowed);
+            }
+        }
+        // Only the end of a message may be padded: first and middle packets
+        // carry a whole path MTU, a multiple of four.
+        if pad != 0 && !opcode.position().is_end() {
+            return Err(ParseError::PadCount);
+        }
+        let payload_len = data_len
+            .checked_sub(usize::from(pad))
+            .ok_or(ParseError::PadCount)?;
+        if opcode.class() == OpClass::AtomicWrite && payload_len != 8 {
+            return Err(ParseError::LengthNotAllowed);
+        }
+        // INVARIANT: header_len + payload_len + pad + ICRC_LEN == bytes.len().
+        Ok(Self {
+            bytes,
+            bth,
+            opcode,
+            payload_len,
+            pad,
+        })
+    }
+
+    /// Checks that a QP of type `qp_type` with path MTU `mtu` may accept the packet.
+    ///
+    /// The MTU rules apply to every packet with a payload: no payload over the
+    /// MTU, first and middle packets exactly one MTU, last packets not empty.
+    pub fn check_qp(&self, qp_type: QpType, mtu: IbMtu) -> Result<(), ParseError> {
+        if !self.opcode.allowed_for(qp_type) {
+            return Err(ParseError::QpTypeMismatch);
+        }
+        if !self.opcode.has_payload() {
+            return Ok(());
+        }
+        let mtu = usize::try_from(mtu.bytes()).unwrap_or(usize::MAX);
+        if self.payload_len > mtu {
+            return Err(ParseError::PayloadOverMtu);
+        }
+        let ok = match self.opcode.position() {
+            Position::First | Position::Middle => self.payload_len == mtu,
+            Position::Last => self.payload_len != 0,
+            Position::Only => true,
+        };
+        if ok {
+            Ok(())
+        } else {
+            Err(ParseError::LengthNotAllowed)
+        }
+    }
+
+    /// Checks the ICRC against the network and UDP headers of the packet.
+    pub fn verify_icrc<C: Crc32 + ?Sized>(
+        &self,
+        crc: &C,
+        ip: IpHeader<'_>,
+        udp: &UdpHeader,
+    ) -> Result<(), ParseError> {
+        let covered_len = self.bytes.len().saturating_sub(ICRC_LEN);
+        let (covered, wire) = self
+            .bytes
+            .split_at_checked(covered_len)
+            .ok_or(ParseError::Truncated)?;
+        let computed = icrc::compute(crc, ip, udp, covered).ok_or(ParseError::Truncated)?;
+        if wire == computed.to_le_bytes() {
+            Ok(())
+        } else {
+            Err(ParseError::IcrcMismatch)
+        }
+    }
+
+    /// Returns the opcode.
+    pub fn opcode(&self) -> Opcode {
+        self.opcode
+    }
+
+    /// Returns the BTH.
+    pub fn bth(&self) -> &'a Bth {
+        self.bth
+    }
+
+    /// Returns the PSN from the BTH.
+    pub fn psn(&self) -> Psn {
+        self.bth().psn()
+    }
+
+    /// Returns the destination QP number from the BTH.
+    pub fn dest_qpn(&self) -> u32 {
+        self.bth().dest_qpn()
+    }
+
+    /// Returns the pad count.
+    pub fn pad_count(&self) -> u8 {
+        self.pad
+    }
+
+    /// Returns the whole packet, BTH to ICRC.
+    pub fn as_bytes(&self) -> &'a [u8] {
+        self.bytes
+    }
+
+    /// Returns the payload, without pad.
+    pub fn payload(&self) -> &'a [u8] {
+        let start = self.opcode.header_len();
+        self.bytes
+            .get(start..start.saturating_add(self.payload_len))
+            .unwrap_or(&[])
+    }
+
+    /// Returns the ICRC as carried in the packet.
+    pub fn icrc(&self) -> u32 {
+        let start = self.bytes.len().saturating_sub(ICRC_LEN);
+        match self
+            .bytes
+            .get(start..)
+            .and_then(|b| <[u8; 4]>::try_from(b).ok())
+        {
+            Some(b) => u32::from_le_bytes(b),
+            None => 0,
+        }
+    }
+
+    fn ext<T: FromBytes + KnownLayout + Immutable>(&self, which: ExtHeaders) -> Option<&'a T> {
+        let offset = self.opcode.ext_headers().offset_of(which)?;
+        let (hdr, _) = T::ref_from_prefix(self.bytes.get(offset..)?).ok()?;
+        Some(hdr)
+    }
+
+    /// Returns the DETH (UD opcodes).
+    pub fn deth(&self) -> Option<&'a Deth> {
+        self.ext(ExtHeaders::DETH)
+    }
+
+    /// Returns the RETH (first RDMA WRITE, RDMA READ request, FLUSH, ATOMIC WRITE).
+    pub fn reth(&self) -> Option<&'a Reth> {
+        self.ext(ExtHeaders::RETH)
+    }
+
+    /// Returns the AETH (acknowledges and read responses other than middle).
+    pub fn aeth(&self) -> Option<&'a Aeth> {
+        self.ext(ExtHeaders::AETH)
+    }
+
+    /// Returns the AtomicETH (CmpSwap and FetchAdd).
+    pub fn atomic_eth(&self) -> Option<&'a AtomicEth> {
+        self.ext(ExtHeaders::ATOMIC_ETH)
+    }
+
+    /// Returns the AtomicAckETH (atomic acknowledge).
+    pub fn atomic_ack_eth(&self) -> Option<&'a AtomicAckEth> {
+        self.ext(ExtHeaders::ATOMIC_ACK_ETH)
+    }
+
+    /// Returns the ImmDt (opcodes with immediate data).
+    pub fn imm_dt(&self) -> Option<&'a ImmDt> {
+        self.ext(ExtHeaders::IMM_DT)
+    }
+
+    /// Returns the IETH (SEND with invalidate).
+    pub fn ieth(&self) -> Option<&'a Ieth> {
+        self.ext(ExtHeaders::IETH)
+    }
+
+    /// Returns the FETH (FLUSH).
+    pub fn feth(&self) -> Option<&'a Feth> {
+        self.ext(ExtHeaders::FETH)
+    }
+}
+
+/// Parses a UDP payload, checks its structure and verifies its ICRC.
+///
+/// This is [`Packet::parse`] followed by [`Packet::verify_icrc`]; the QP
+/// checks of [`Packet::check_qp`] remain for the caller.
+pub fn parse<'a, C: Crc32 + ?Sized>(
+    udp_payload: &'a [u8],
+    ip: IpHeader<'_>,
+    udp: &UdpHeader,
+    crc: &C,
+) -> Result<Packet<'a>, ParseError> {
+    let pkt = Packet::parse(udp_payload)?;
+    pkt.verify_icrc(crc, ip, udp)?;
+    Ok(pkt)
+}
+
+/// Returns the UDP payload length of a packet with `opcode` and `payload_len`
+/// bytes of payload, or `None` on overflow.
+pub fn packet_len(opcode: Opcode, payload_len: usize) -> Option<usize> {
+    opcode
+        .header_len()
+        .checked_add(payload_len)?
+        .checked_add(usize::from(pad_for(payload_len)))?
+        .checked_add(ICRC_LEN)
+}
+
+/// Returns the pad count for a payload of `payload_len` bytes.
+pub fn pad_for(payload_len: usize) -> u8 {
+    // Two's complement negation modulo 4, as `(-payload) & 3` in the C driver.
+    (payload_len.wrapping_neg() & 3).to_le_bytes()[0]
+}
+
+/// Why a packet could not be built.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BuildError {
+    /// The buffer is smaller than [`packet_len`].
+    BufferTooSmall,
+    /// A payload on an opcode that has none, or a length that overflows.
+    LengthNotAllowed,
+}
+
+/// Writes a packet in place into a caller-provided buffer.
+///
+/// [`PacketBuilder::new`] zeroes the headers and sets the opcode, the pad
+/// count and the default P_Key in the BTH. The caller then sets the remaining BTH fields and the extended
+/// headers through the `*_mut` accessors and copies the payload into
+/// [`PacketBuilder::payload_mut`]; [`PacketBuilder::finish`] computes the ICRC
+/// once the IP and UDP headers hold their final lengths.
+///
+/// # Invariants
+///
+/// `bth` and `rest` are the two parts of a buffer of exactly
+/// [`packet_len`]`(opcode, payload_len)` bytes.
+#[derive(Debug)]
+pub struct PacketBuilder<'a> {
+    bth: &'a mut Bth,
+    rest: &'a mut [u8],
+    opcode: Opcode,
+    payload_len: usize,
+}
+
+impl<'a> PacketBuilder<'a> {
+    /// Lays out a packet at the start of `buf`.
+    pub fn new(buf: &'a mut [u8], opcode: Opcode, payload_len: usize) -> Result<Self, BuildError> {
+        if payload_len != 0 && !opcode.has_payload() {
+            return Err(BuildError::LengthNotAllowed);
+        }
+        let len = packet_len(opcode, payload_len).ok_or(BuildError::LengthNotAllowed)?;
+        let buf = buf.get_mut(..len).ok_or(BuildError::BufferTooSmall)?;
+        let (bth, rest) = Bth::mut_from_prefix(buf).map_err(|_| BuildError::BufferTooSmall)?;
+        let ext_len = opcode.ext_headers().len();
+        if let Some(ext) = rest.get_mut(..ext_len) {
+            ext.fill(0);
+        }
+        bth.init(
+            opcode,
+            BthFields {
+                solicited: false,
+                pad_count: pad_for(payload_len),
+                pkey: Bth::DEFAULT_PKEY,
+                dest_qpn: 0,
+                ack_req: false,
+                psn: Psn::ZERO,
+            },
+        );
+        // INVARIANT: `buf` was cut to `packet_len(opcode, payload_len)` and split.
+        Ok(Self {
+            bth,
+            rest,
+            opcode,
+            payload_len,
+        })
+    }
+
+    /// Returns the length of the packet, BTH to ICRC.
+    pub fn len(&self) -> usize {
+        BTH_LEN.saturating_add(self.rest.len())
+    }
+
+    /// Returns false: a packet always has at least a BTH and an ICRC.
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    /// Returns the opcode.
+    pub fn opcode(&self) -> Opcode {
+        self.opcode
+    }
+
+    /// Returns the BTH for writing.
+    ///
+    /// Keep the opcode and pad count that [`PacketBuilder::new`] set.
+    pub fn bth_mut(&mut self) -> &mut Bth {
+        self.bth
+    }
+
+    fn ext_mut<T: FromBytes + IntoBytes + KnownLayout>(
+        &mut self,
+        which: ExtHeaders,
+    ) -> Option<&mut T> {
+        let offset = self
+            .opcode
+            .ext_headers()
+            .offset_of(which)?
+            .checked_sub(BTH_LEN)?;
+        let (hdr, _) = T::mut_from_prefix(self.rest.get_mut(offset..)?).ok()?;
+        Some(hdr)
+    }
+
+    /// Returns the DETH for writing, if the opcode has one.
+    pub fn deth_mut(&mut self) -> Option<&mut Deth> {
+        self.ext_mut(ExtHeaders::DETH)
+    }
+
+    /// Returns the RETH for writing, if the opcode has one.
+    pub fn reth_mut(&mut self) -> Option<&mut Reth> {
+        self.ext_mut(ExtHeaders::RETH)
+    }
+
+    /// Returns the AETH for writing, if the opcode has one.
+    pub fn aeth_mut(&mut self) -> Option<&mut Aeth> {
+        self.ext_mut(ExtHeaders::AETH)
+    }
+
+    /// Returns the AtomicETH for writing, if the opcode has one.
+    pub fn atomic_eth_mut(&mut self) -> Option<&mut AtomicEth> {
+        self.ext_mut(ExtHeaders::ATOMIC_ETH)
+    }
+
+    /// Returns the AtomicAckETH for writing, if the opcode has one.
+    pub fn atomic_ack_eth_mut(&mut self) -> Option<&mut AtomicAckEth> {
+        self.ext_mut(ExtHeaders::ATOMIC_ACK_ETH)
+    }
+
+    /// Returns the ImmDt for writing, if the opcode has one.
+    pub fn imm_dt_mut(&mut self) -> Option<&mut ImmDt> {
+        self.ext_mut(ExtHeaders::IMM_DT)
+    }
+
+    /// Returns the IETH for writing, if the opcode has one.
+    pub fn ieth_mut(&mut self) -> Option<&mut Ieth> {
+        self.ext_mut(ExtHeaders::IETH)
+    }
+
+    /// Returns the FETH for writing, if the opcode has one.
+    pub fn feth_mut(&mut self) -> Option<&mut Feth> {
+        self.ext_mut(ExtHeaders::FETH)
+    }
+
+    /// Returns the payload area for writing.
+    pub fn payload_mut(&mut self) -> &mut [u8] {
+        let start = self.opcode.ext_headers().len();
+        let end = start.saturating_add(self.payload_len);
+        match self.rest.get_mut(start..end) {
+            Some(payload) => payload,
+            None => &mut [],
+        }
+    }
+
+    /// Writes the pad bytes (zero) and the ICRC; returns the packet length.
+    ///
+    /// The packet is then the first that many bytes of the buffer given to
+    /// [`PacketBuilder::new`].
+    pub fn finish<C: Crc32 + ?Sized>(self, crc: &C, ip: IpHeader<'_>, udp: &UdpHeader) -> usize {
+        let len = self.len();
+        let covered_len = self.rest.len().saturating_sub(ICRC_LEN);
+        let pad_start = self
+            .opcode
+            .ext_headers()
+            .len()
+            .saturating_add(self.payload_len);
+        if let Some(pad) = self.rest.get_mut(pad_start..covered_len) {
+            pad.fill(0);
+        }
+        if let Some((covered, tail)) = self.rest.split_at_mut_checked(covered_len) {
+            let value = icrc::compute_parts(crc, ip, udp, self.bth, covered);
+            if let Some(dst) = tail.get_mut(..ICRC_LEN) {
+                dst.copy_from_slice(&value.to_le_bytes());
+            }
+        }
+        len
+    }
+}

@@ -1,0 +1,153 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The verbs of the Soft-RoCE device: what the RDMA core calls.
+
+use crate::{
+    device::RxeDev,
+    param,
+    roce::mtu::{
+        ib_mtu_for_netdev_mtu,
+        IbMtu, //
+    },
+};
+use kernel::{
+    bindings,
+    mm::virt::VmaNew,
+    prelude::*,
+    rdma::{
+        attr::{
+            DeviceAttr,
+            LinkLayer,
+            PortAttr,
+            PortImmutable,
+            PortPhysState,
+            PortState, //
+        },
+        device::Device,
+        driver::Driver,
+        ucontext::UContext,
+        udata::UData, //
+    },
+};
+
+/// The Soft-RoCE driver.
+pub(crate) struct Rxe;
+
+/// Fails with `EINVAL` unless `port` is the device's one port.
+fn check_port(port: u32) -> Result {
+    if port == param::PORT {
+        Ok(())
+    } else {
+        pr_debug!("bad port_num = {}\n", port);
+        Err(EINVAL)
+    }
+}
+
+#[vtable]
+impl Driver for Rxe {
+    type Data = RxeDev;
+    type UContext = ();
+
+    const DRIVER_ID: bindings::rdma_driver_id = bindings::rdma_driver_id_RDMA_DRIVER_RXE;
+    const UVERBS_ABI_VERSION: u32 = param::UVERBS_ABI_VERSION;
+
+    fn query_device(dev: &Device<Self>, attr: &mut DeviceAttr, udata: &mut UData<'_>) -> Result {
+        udata.check_in_empty()?;
+        attr.sys_image_guid = crate::device::guid_be(dev.guid);
+        attr.vendor_id = param::VENDOR_ID;
+        attr.max_mr_size = param::MAX_MR_SIZE;
+        attr.page_size_cap = param::PAGE_SIZE_CAP;
+        attr.max_qp = param::MAX_QP;
+        attr.max_qp_wr = param::MAX_QP_WR;
+        attr.device_cap_flags = param::DEVICE_CAP_FLAGS;
+        attr.kernel_cap_flags = bindings::ib_kernel_cap_flags_IBK_ALLOW_USER_UNREG as u64;
+        attr.max_send_sge = param::MAX_SGE;
+        attr.max_recv_sge = param::MAX_SGE;
+        attr.max_sge_rd = param::MAX_SGE_RD;
+        attr.max_cq = param::MAX_CQ;
+        attr.max_cqe = (1 << param::MAX_LOG_CQE) - 1;
+        attr.max_mr = param::MAX_MR;
+        attr.max_mw = param::MAX_MW;
+        attr.max_pd = param::MAX_PD;
+        attr.max_qp_rd_atom = param::MAX_QP_RD_ATOM;
+        attr.max_res_rd_atom = param::MAX_RES_RD_ATOM;
+        attr.max_qp_init_rd_atom = param::MAX_QP_INIT_RD_ATOM;
+        attr.atomic_cap = bindings::ib_atomic_cap_IB_ATOMIC_HCA;
+        attr.max_mcast_grp = param::MAX_MCAST_GRP;
+        attr.max_mcast_qp_attach = param::MAX_MCAST_QP_ATTACH;
+        attr.max_total_mcast_qp_attach = param::MAX_TOT_MCAST_QP_ATTACH;
+        attr.max_ah = param::MAX_AH;
+        attr.max_srq = param::MAX_SRQ;
+        attr.max_srq_wr = param::MAX_SRQ_WR;
+        attr.max_srq_sge = param::MAX_SRQ_SGE;
+        attr.max_fast_reg_page_list_len = param::MAX_FAST_REG_PAGE_LIST_LEN;
+        attr.max_pkeys = param::MAX_PKEYS;
+        attr.local_ca_ack_delay = param::LOCAL_CA_ACK_DELAY;
+        udata.respond_empty()
+    }
+
+    fn query_port(dev: &Device<Self>, port: u32, attr: &mut PortAttr) -> Result {
+        check_port(port)?;
+        let ndev = dev.netdev(port).ok_or(ENODEV)?;
+
+        attr.max_mtu = IbMtu::Mtu4096.raw();
+        attr.active_mtu = ib_mtu_for_netdev_mtu(ndev.mtu()).raw();
+        attr.gid_tbl_len = param::PORT_GID_TBL_LEN;
+        attr.port_cap_flags = param::PORT_CAP_FLAGS;
+        attr.max_msg_sz = param::PORT_MAX_MSG_SZ;
+        attr.pkey_tbl_len = param::PORT_PKEY_TBL_LEN;
+        attr.max_vl_num = param::PORT_MAX_VL_NUM;
+        // Like the C driver, a failed speed query still reports the port (1X, SDR).
+        attr.active_width = bindings::ib_port_width_IB_WIDTH_1X as u8;
+        attr.active_speed = 1;
+        let speed = dev.eth_speed(port);
+        if let Ok((speed, width)) = speed {
+            attr.active_speed = speed;
+            attr.active_width = width;
+        }
+
+        let (state, phys) = if ndev.is_operational() {
+            (PortState::Active, PortPhysState::LinkUp)
+        } else if ndev.is_up() {
+            (PortState::Down, PortPhysState::Polling)
+        } else {
+            (PortState::Down, PortPhysState::Disabled)
+        };
+        attr.state = state as u32;
+        attr.phys_state = phys as u8;
+        speed.map(|_| ())
+    }
+
+    fn get_port_immutable(_dev: &Device<Self>, port: u32, imm: &mut PortImmutable) -> Result {
+        check_port(port)?;
+        imm.core_cap_flags = bindings::RDMA_CORE_PORT_IBA_ROCE_UDP_ENCAP;
+        imm.pkey_tbl_len = param::PORT_PKEY_TBL_LEN.into();
+        imm.gid_tbl_len = param::PORT_GID_TBL_LEN;
+        imm.max_mad_size = bindings::IB_MGMT_MAD_SIZE;
+        Ok(())
+    }
+
+    fn get_link_layer(_dev: &Device<Self>, _port: u32) -> LinkLayer {
+        LinkLayer::Ethernet
+    }
+
+    fn query_pkey(_dev: &Device<Self>, port: u32, index: u16) -> Result<u16> {
+        check_port(port)?;
+        if index != 0 {
+            pr_debug!("bad pkey index = {}\n", index);
+            return Err(EINVAL);
+        }
+        Ok(param::DEFAULT_PKEY)
+    }
+
+    fn alloc_ucontext(_dev: &Device<Self>, udata: &mut UData<'_>) -> Result<()> {
+        // The rxe ABI has no driver data in this call; refuse input we do not know.
+        udata.check_in_empty()
+    }
+
+    fn mmap(_ctx: &UContext<Self>, vma: &VmaNew, pgoff: usize) -> Result {
+        // No queue buffers exist yet: every offset is unknown.
+        pr_debug!("mmap of unknown offset {:#x} (len {})\n", pgoff << 12, vma.end() - vma.start());
+        Err(EINVAL)
+    }
+}

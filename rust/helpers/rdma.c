@@ -1,0 +1,28 @@
+// SPDX-License-Identifier: GPL-2.0
+
+#include <rdma/ib_verbs.h>
+#include <rdma/uverbs_ioctl.h>
+
+#ifdef CONFIG_RUST_RDMA_ABSTRACTIONS
+
+__rust_helper int rust_helper_ib_is_udata_in_empty(struct ib_udata *udata)
+{
+	return ib_is_udata_in_empty(udata);
+}
+
+__rust_helper int rust_helper_ib_respond_empty_udata(struct ib_udata *udata)
+{
+	return ib_respond_empty_udata(udata);
+}
+
+__rust_helper bool rust_helper_ib_device_try_get(struct ib_device *dev)
+{
+	return ib_device_try_get(dev);
+}
+
+__rust_helper void rust_helper_ib_mark_name_assigned_by_user(struct ib_device *ibdev)
+{
+	ib_mark_name_assigned_by_user(ibdev);
+}
+
+#endif

@@ -1,0 +1,138 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Network devices.
+//!
+//! C header: [`include/linux/netdevice.h`](srctree/include/linux/netdevice.h)
+
+use crate::{
+    bindings,
+    net::namespace::Namespace,
+    prelude::*,
+    sync::aref::{
+        ARef,
+        AlwaysRefCounted, //
+    },
+    types::Opaque, //
+};
+use core::ptr::NonNull;
+
+/// A network device (`struct net_device`).
+///
+/// Instances are reference counted with `dev_hold`/`dev_put`: an [`ARef<NetDevice>`] keeps the
+/// device's memory alive (not its registration).
+///
+/// # Invariants
+///
+/// `self.0` is a valid `struct net_device` with a non-zero reference count for the lifetime of
+/// any reference to it.
+#[repr(transparent)]
+pub struct NetDevice(Opaque<bindings::net_device>);
+
+// SAFETY: `struct net_device` is used from any thread; its mutable state is protected by its own
+// locks (RTNL and others) in C.
+unsafe impl Send for NetDevice {}
+// SAFETY: See `Send` above.
+unsafe impl Sync for NetDevice {}
+
+// SAFETY: `dev_hold` and `dev_put` keep the object alive while the count is positive.
+unsafe impl AlwaysRefCounted for NetDevice {
+    fn inc_ref(&self) {
+        // SAFETY: By the type invariant the reference count is non-zero.
+        unsafe { bindings::dev_hold(self.as_raw()) };
+    }
+
+    unsafe fn dec_ref(obj: NonNull<Self>) {
+        // SAFETY: The caller owns an increment of the reference count.
+        unsafe { bindings::dev_put(obj.as_ptr().cast()) };
+    }
+}
+
+impl NetDevice {
+    /// Creates a reference from a raw pointer.
+    ///
+    /// # Safety
+    ///
+    /// `ptr` must point to a valid `struct net_device` whose reference count stays non-zero for
+    /// `'a`.
+    pub unsafe fn from_raw<'a>(ptr: *mut bindings::net_device) -> &'a Self {
+        // SAFETY: `NetDevice` is a transparent wrapper; the caller guarantees validity.
+        unsafe { &*ptr.cast() }
+    }
+
+    /// Takes ownership of a reference count the caller holds (e.g. from `dev_get_by_name`).
+    ///
+    /// Returns `None` for a null pointer.
+    ///
+    /// # Safety
+    ///
+    /// `ptr` must be null or a valid `struct net_device` on which the caller owns one reference,
+    /// which moves into the returned [`ARef`].
+    pub unsafe fn from_raw_owned(ptr: *mut bindings::net_device) -> Option<ARef<Self>> {
+        let ptr = NonNull::new(ptr)?;
+        // SAFETY: The caller transfers one reference to us.
+        Some(unsafe { ARef::from_raw(ptr.cast()) })
+    }
+
+    /// Returns the raw pointer.
+    pub fn as_raw(&self) -> *mut bindings::net_device {
+        self.0.get()
+    }
+
+    /// Returns the interface name, e.g. `eth0`.
+    pub fn name(&self) -> &CStr {
+        // SAFETY: `name` is a NUL-terminated array inside a valid device; renames rewrite it in
+        // place under RTNL, which never leaves it without a terminator.
+        unsafe { CStr::from_char_ptr((*self.as_raw()).name.as_ptr()) }
+    }
+
+    /// Returns the interface index.
+    pub fn ifindex(&self) -> i32 {
+        // SAFETY: The device is valid; `ifindex` is fixed while it is registered.
+        unsafe { (*self.as_raw()).ifindex }
+    }
+
+    /// Returns the current MTU in bytes.
+    pub fn mtu(&self) -> u32 {
+        // SAFETY: The device is valid; C reads `mtu` with `READ_ONCE` as it may change.
+        unsafe { core::ptr::read_volatile(&raw const (*self.as_raw()).mtu) }
+    }
+
+    /// Returns the hardware (MAC) address, or `None` if the device has none of 6 bytes.
+    pub fn hw_addr(&self) -> Option<[u8; 6]> {
+        let dev = self.as_raw();
+        // SAFETY: The device is valid; `addr_len` is fixed for the device type.
+        let len = unsafe { (*dev).addr_len };
+        if len != 6 {
+            return None;
+        }
+        let mut addr = [0u8; 6];
+        // SAFETY: `dev_addr` points to at least `addr_len` bytes.
+        unsafe { core::ptr::copy_nonoverlapping((*dev).dev_addr, addr.as_mut_ptr(), 6) };
+        Some(addr)
+    }
+
+    /// Returns whether this is an 802.1Q VLAN device.
+    pub fn is_vlan(&self) -> bool {
+        // SAFETY: The device is valid.
+        unsafe { bindings::is_vlan_dev(self.as_raw()) }
+    }
+
+    /// Returns whether the device is administratively up (`IFF_UP`).
+    pub fn is_up(&self) -> bool {
+        // SAFETY: The device is valid.
+        unsafe { bindings::netif_running(self.as_raw()) }
+    }
+
+    /// Returns whether the device is up and has carrier: the RoCE port is then active.
+    pub fn is_operational(&self) -> bool {
+        // SAFETY: The device is valid.
+        self.is_up() && unsafe { bindings::netif_carrier_ok(self.as_raw()) }
+    }
+
+    /// Returns the network namespace the device belongs to.
+    pub fn net(&self) -> &Namespace {
+        // SAFETY: A device always belongs to a live namespace, which is not freed before the
+        // device moves out of it or is unregistered.
+        unsafe { Namespace::from_raw(bindings::dev_net(self.as_raw())) }
+    }
+}

@@ -1,0 +1,19 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! RDMA (InfiniBand, RoCE, iWARP) devices and their verbs.
+//!
+//! C headers: [`include/rdma/ib_verbs.h`](srctree/include/rdma/ib_verbs.h),
+//! [`include/rdma/rdma_netlink.h`](srctree/include/rdma/rdma_netlink.h).
+//!
+//! The RDMA core allocates every object (device, user context, ...) with a size the driver
+//! declares, the C structure first and the driver's data after it. The containers here
+//! ([`device::Device`], [`ucontext::UContext`]) have that layout; the core calls the driver
+//! through the ops table built from a [`driver::Driver`] implementation and frees the memory,
+//! the containers drop the driver's data from the matching release callback.
+
+pub mod attr;
+pub mod device;
+pub mod driver;
+pub mod link;
+pub mod ucontext;
+pub mod udata;

@@ -1,0 +1,209 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! RDMA device drivers: the verbs a driver implements and the ops table built from them.
+
+use crate::{
+    bindings,
+    error::VTABLE_DEFAULT_ERROR,
+    mm::virt::VmaNew,
+    prelude::*,
+    rdma::{
+        attr::{
+            DeviceAttr,
+            LinkLayer,
+            PortAttr,
+            PortImmutable, //
+        },
+        device::Device,
+        ucontext::UContext,
+        udata::UData, //
+    },
+};
+use core::marker::PhantomData;
+
+/// The verbs of an RDMA device driver.
+///
+/// Each method is called by the RDMA core with the device (or object) it concerns; the core
+/// serialises nothing: methods may run concurrently, on any thread, in process context.
+#[vtable]
+pub trait Driver: Sized + 'static {
+    /// The driver's data in each device.
+    type Data: Send + Sync;
+
+    /// The driver's data in each user context.
+    type UContext: Send + Sync;
+
+    /// The uverbs driver id (`enum rdma_driver_id`), which user-space providers match.
+    const DRIVER_ID: bindings::rdma_driver_id;
+
+    /// The uverbs ABI version the user-space provider expects.
+    const UVERBS_ABI_VERSION: u32;
+
+    /// Fills the device attributes.
+    fn query_device(dev: &Device<Self>, attr: &mut DeviceAttr, udata: &mut UData<'_>) -> Result;
+
+    /// Fills the attributes of `port` (numbered from 1).
+    fn query_port(dev: &Device<Self>, port: u32, attr: &mut PortAttr) -> Result;
+
+    /// Fills the immutable properties of `port`, read once at registration.
+    fn get_port_immutable(dev: &Device<Self>, port: u32, imm: &mut PortImmutable) -> Result;
+
+    /// Returns the link layer of `port`.
+    fn get_link_layer(dev: &Device<Self>, port: u32) -> LinkLayer;
+
+    /// Returns the P_Key at `index` of `port`'s table.
+    fn query_pkey(dev: &Device<Self>, port: u32, index: u16) -> Result<u16>;
+
+    /// Creates the driver's data for a new user context.
+    fn alloc_ucontext(dev: &Device<Self>, udata: &mut UData<'_>) -> Result<Self::UContext>;
+
+    /// Maps the device file at page offset `pgoff` into `vma`.
+    ///
+    /// The core only calls this for offsets it does not manage itself.
+    fn mmap(_ctx: &UContext<Self>, _vma: &VmaNew, _pgoff: usize) -> Result {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+}
+
+/// The C ops table of driver `T`.
+pub(crate) struct OpsTable<T: Driver>(PhantomData<T>);
+
+impl<T: Driver> OpsTable<T> {
+    pub(crate) const OPS: bindings::ib_device_ops = bindings::ib_device_ops {
+        driver_id: T::DRIVER_ID,
+        uverbs_abi_ver: T::UVERBS_ABI_VERSION,
+        dealloc_driver: Some(Self::dealloc_driver),
+        query_device: Some(Self::query_device),
+        query_port: Some(Self::query_port),
+        get_port_immutable: Some(Self::get_port_immutable),
+        get_link_layer: Some(Self::get_link_layer),
+        query_pkey: Some(Self::query_pkey),
+        alloc_ucontext: Some(Self::alloc_ucontext),
+        dealloc_ucontext: Some(Self::dealloc_ucontext),
+        mmap: Some(Self::mmap),
+        size_ib_ucontext: core::mem::size_of::<UContext<T>>(),
+        ..pin_init::zeroed()
+    };
+
+    /// # Safety
+    ///
+    /// `ibdev` must be a device of driver `T` in a callback of the core.
+    unsafe fn dev<'a>(ibdev: *mut bindings::ib_device) -> &'a Device<T> {
+        // SAFETY: The core calls the ops of a device only while its data is initialised.
+        unsafe { Device::from_raw(ibdev) }
+    }
+
+    unsafe extern "C" fn dealloc_driver(ibdev: *mut bindings::ib_device) {
+        // SAFETY: The core calls this exactly once, last; nothing uses the data afterwards.
+        unsafe { core::ptr::drop_in_place(Device::<T>::data_ptr(ibdev)) };
+    }
+
+    unsafe extern "C" fn query_device(
+        ibdev: *mut bindings::ib_device,
+        attr: *mut bindings::ib_device_attr,
+        udata: *mut bindings::ib_udata,
+    ) -> c_int {
+        // SAFETY: The core passes a valid device, attribute buffer and optional udata.
+        let (dev, attr, mut udata) =
+            unsafe { (Self::dev(ibdev), DeviceAttr::from_raw(attr), UData::from_raw(udata)) };
+        match T::query_device(dev, attr, &mut udata) {
+            Ok(()) => 0,
+            Err(e) => e.to_errno(),
+        }
+    }
+
+    unsafe extern "C" fn query_port(
+        ibdev: *mut bindings::ib_device,
+        port: u32,
+        attr: *mut bindings::ib_port_attr,
+    ) -> c_int {
+        // SAFETY: The core passes a valid device and attribute buffer.
+        let (dev, attr) = unsafe { (Self::dev(ibdev), PortAttr::from_raw(attr)) };
+        match T::query_port(dev, port, attr) {
+            Ok(()) => 0,
+            Err(e) => e.to_errno(),
+        }
+    }
+
+    unsafe extern "C" fn get_port_immutable(
+        ibdev: *mut bindings::ib_device,
+        port: u32,
+        imm: *mut bindings::ib_port_immutable,
+    ) -> c_int {
+        // SAFETY: The core passes a valid device and buffer.
+        let (dev, imm) = unsafe { (Self::dev(ibdev), PortImmutable::from_raw(imm)) };
+        match T::get_port_immutable(dev, port, imm) {
+            Ok(()) => 0,
+            Err(e) => e.to_errno(),
+        }
+    }
+
+    unsafe extern "C" fn get_link_layer(
+        ibdev: *mut bindings::ib_device,
+        port: u32,
+    ) -> bindings::rdma_link_layer {
+        // SAFETY: The core passes a valid device.
+        T::get_link_layer(unsafe { Self::dev(ibdev) }, port) as bindings::rdma_link_layer
+    }
+
+    unsafe extern "C" fn query_pkey(
+        ibdev: *mut bindings::ib_device,
+        port: u32,
+        index: u16,
+        pkey: *mut u16,
+    ) -> c_int {
+        // SAFETY: The core passes a valid device.
+        match T::query_pkey(unsafe { Self::dev(ibdev) }, port, index) {
+            Ok(p) => {
+                // SAFETY: The core passes a valid output pointer.
+                unsafe { pkey.write(p) };
+                0
+            }
+            Err(e) => e.to_errno(),
+        }
+    }
+
+    unsafe extern "C" fn alloc_ucontext(
+        ibuc: *mut bindings::ib_ucontext,
+        udata: *mut bindings::ib_udata,
+    ) -> c_int {
+        // SAFETY: The core passes a context allocated with `size_ib_ucontext` (our container)
+        // whose `device` is set, and a valid udata.
+        let (dev, mut udata) = unsafe { (Self::dev((*ibuc).device), UData::from_raw(udata)) };
+        match T::alloc_ucontext(dev, &mut udata) {
+            Ok(data) => {
+                // SAFETY: The container's data field is valid for writes and uninitialised.
+                unsafe { UContext::<T>::data_ptr(ibuc).write(data) };
+                0
+            }
+            Err(e) => e.to_errno(),
+        }
+    }
+
+    unsafe extern "C" fn dealloc_ucontext(ibuc: *mut bindings::ib_ucontext) {
+        // SAFETY: `alloc_ucontext` succeeded for this context, so its data is initialised; the
+        // core calls this once, after the last use.
+        unsafe { core::ptr::drop_in_place(UContext::<T>::data_ptr(ibuc)) };
+    }
+
+    unsafe extern "C" fn mmap(
+        ibuc: *mut bindings::ib_ucontext,
+        vma: *mut bindings::vm_area_struct,
+    ) -> c_int {
+        if !T::HAS_MMAP {
+            return EINVAL.to_errno();
+        }
+        // SAFETY: The core passes a live context and the VMA being mapped.
+        let (ctx, pgoff, vma) = unsafe {
+            (
+                UContext::<T>::from_raw(ibuc),
+                (*vma).vm_pgoff,
+                VmaNew::from_raw(vma),
+            )
+        };
+        match T::mmap(ctx, vma, pgoff) {
+            Ok(()) => 0,
+            Err(e) => e.to_errno(),
+        }
+    }
+}

@@ -1,0 +1,398 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Decoding send and receive WQEs laid out as `rdma_user_rxe.h` (and librxe)
+//! lays them out.
+
+use rxe_roce::roce::opcode::QpType;
+use rxe_roce::roce::segment::MessageKind;
+use rxe_roce::roce::wqe::{
+    decode_recv_wqe,
+    decode_send_wqe,
+    Remote,
+    SendFlags,
+    SendQueueLimits,
+    WqeData,
+    WqeError,
+    WrOpcode,
+    RECV_WQE_HEADER_LEN,
+    SEND_WQE_HEADER_LEN, //
+};
+
+// Offsets in struct rxe_send_wqe, checked against the C header with gcc.
+const WR_ID: usize = 0;
+const OPCODE: usize = 12;
+const SEND_FLAGS: usize = 16;
+const EX: usize = 20;
+const WR: usize = 24;
+const DMA_LENGTH: usize = 184;
+const DMA_NUM_SGE: usize = 184 + 12;
+
+/// A send queue slot of `max_sge` SGEs, as librxe writes it.
+struct Slot(Vec<u8>);
+
+impl Slot {
+    fn send(opcode: u32, max_sge: usize) -> Self {
+        let mut s = Slot(vec![0xcc; SEND_WQE_HEADER_LEN + 16 * max_sge]);
+        s.0[..SEND_WQE_HEADER_LEN].fill(0);
+        s.u64(WR_ID, 0x1122_3344_5566_7788);
+        s.u32(OPCODE, opcode);
+        s
+    }
+
+    fn u32(&mut self, off: usize, v: u32) -> &mut Self {
+        self.0[off..off + 4].copy_from_slice(&v.to_ne_bytes());
+        self
+    }
+
+    fn u64(&mut self, off: usize, v: u64) -> &mut Self {
+        self.0[off..off + 8].copy_from_slice(&v.to_ne_bytes());
+        self
+    }
+
+    fn sges(&mut self, header: usize, num_off: usize, sges: &[(u64, u32, u32)]) -> &mut Self {
+        self.u32(num_off, sges.len() as u32);
+        for (i, &(addr, len, lkey)) in sges.iter().enumerate() {
+            let off = header + 16 * i;
+            self.u64(off, addr).u32(off + 8, len).u32(off + 12, lkey);
+        }
+        self
+    }
+}
+
+const RC: SendQueueLimits = SendQueueLimits {
+    qp_type: QpType::Rc,
+    max_sge: 4,
+    max_inline: 64,
+};
+
+#[test]
+fn rc_send_with_sges() {
+    let mut s = Slot::send(2, 4);
+    s.u32(SEND_FLAGS, SendFlags::SIGNALED | SendFlags::SOLICITED);
+    s.sges(
+        SEND_WQE_HEADER_LEN,
+        DMA_NUM_SGE,
+        &[(0x1000, 100, 7), (0x9000, 28, 8)],
+    );
+    // The length user space claims is ignored: the SGEs are summed.
+    s.u32(DMA_LENGTH, 999);
+    let w = decode_send_wqe(&s.0, &RC).unwrap();
+    assert_eq!(w.wr_id, 0x1122_3344_5566_7788);
+    assert_eq!(w.opcode, WrOpcode::Send);
+    assert!(w.flags.contains(SendFlags::SIGNALED));
+    assert!(w.flags.contains(SendFlags::SOLICITED));
+    assert!(!w.flags.contains(SendFlags::INLINE));
+    assert_eq!(w.flags.bits(), 6);
+    assert_eq!(w.remote, Remote::None);
+    assert_eq!((w.imm_data, w.invalidate_rkey), (None, None));
+    assert_eq!(w.length, 128);
+    let WqeData::Sges(sges) = w.data else {
+        panic!("{:?}", w.data)
+    };
+    assert_eq!(sges.len(), 2);
+    assert_eq!(
+        (sges[1].addr(), sges[1].length(), sges[1].lkey()),
+        (0x9000, 28, 8)
+    );
+}
+
+#[test]
+fn immediate_and_invalidate() {
+    let mut s = Slot::send(3, 1);
+    s.0[EX..EX + 4].copy_from_slice(&[0xde, 0xad, 0xbe, 0xef]);
+    let w = decode_send_wqe(&s.0, &RC).unwrap();
+    assert_eq!(w.imm_data, Some(0xdead_beef));
+    assert_eq!(w.length, 0);
+
+    let mut s = Slot::send(9, 1);
+    s.u32(EX, 0x1234_5678);
+    let w = decode_send_wqe(&s.0, &RC).unwrap();
+    assert_eq!(w.invalidate_rkey, Some(0x1234_5678));
+    assert_eq!(w.imm_data, None);
+
+    let mut s = Slot::send(1, 1);
+    s.u64(WR, 0xabc0).u32(WR + 8, 0x77);
+    s.0[EX..EX + 4].copy_from_slice(&[0, 0, 0, 9]);
+    let w = decode_send_wqe(&s.0, &RC).unwrap();
+    assert_eq!(
+        w.remote,
+        Remote::Rdma {
+            addr: 0xabc0,
+            rkey: 0x77
+        }
+    );
+    assert_eq!(w.imm_data, Some(9));
+}
+
+#[test]
+fn inline_data() {
+    let mut s = Slot::send(0, 4);
+    s.u32(SEND_FLAGS, SendFlags::INLINE);
+    s.u32(DMA_LENGTH, 10);
+    s.u32(DMA_NUM_SGE, 1000);
+    s.0[SEND_WQE_HEADER_LEN..SEND_WQE_HEADER_LEN + 10].copy_from_slice(b"0123456789");
+    let w = decode_send_wqe(&s.0, &RC).unwrap();
+    assert_eq!(w.data, WqeData::Inline(b"0123456789"));
+    assert_eq!(w.length, 10);
+
+    s.u32(DMA_LENGTH, 65);
+    assert_eq!(decode_send_wqe(&s.0, &RC), Err(WqeError::InlineTooLong));
+    let big = SendQueueLimits {
+        max_inline: 1 << 20,
+        ..RC
+    };
+    s.u32(DMA_LENGTH, 1 << 20);
+    assert_eq!(decode_send_wqe(&s.0, &big), Err(WqeError::Truncated));
+
+    let mut s = Slot::send(4, 1);
+    s.u32(SEND_FLAGS, SendFlags::INLINE);
+    assert_eq!(decode_send_wqe(&s.0, &RC), Err(WqeError::InlineNotAllowed));
+}
+
+#[test]
+fn opcodes_and_qp_types() {
+    for raw in [10u32, 11, 12, 13, 16, 0x20, u32::MAX] {
+        let s = Slot::send(raw, 1);
+        assert_eq!(
+            decode_send_wqe(&s.0, &RC),
+            Err(WqeError::UnknownOpcode(raw))
+        );
+    }
+    let uc = SendQueueLimits {
+        qp_type: QpType::Uc,
+        ..RC
+    };
+    let ud = SendQueueLimits {
+        qp_type: QpType::Ud,
+        ..RC
+    };
+    for (op, on_uc, on_ud) in [
+        (WrOpcode::RdmaWrite, true, false),
+        (WrOpcode::RdmaWriteWithImm, true, false),
+        (WrOpcode::Send, true, true),
+        (WrOpcode::SendWithImm, true, true),
+        (WrOpcode::RdmaRead, false, false),
+        (WrOpcode::AtomicCmpAndSwp, false, false),
+        (WrOpcode::AtomicFetchAndAdd, false, false),
+        (WrOpcode::LocalInv, false, false),
+        (WrOpcode::BindMw, true, false),
+        (WrOpcode::SendWithInv, false, false),
+        (WrOpcode::Flush, false, false),
+        (WrOpcode::AtomicWrite, false, false),
+    ] {
+        assert_eq!(WrOpcode::from_raw(op as u32), Some(op));
+        assert!(op.allowed_on(QpType::Rc));
+        assert_eq!(op.allowed_on(QpType::Uc), on_uc, "{op:?}");
+        assert_eq!(op.allowed_on(QpType::Ud), on_ud, "{op:?}");
+        assert_eq!(op.allowed_on(QpType::Gsi), on_ud, "{op:?}");
+        if !on_uc {
+            let s = Slot::send(op as u32, 1);
+            assert_eq!(decode_send_wqe(&s.0, &uc), Err(WqeError::OpcodeNotAllowed));
+        }
+    }
+    let s = Slot::send(WrOpcode::RdmaWrite as u32, 1);
+    assert_eq!(decode_send_wqe(&s.0, &ud), Err(WqeError::OpcodeNotAllowed));
+    assert_eq!(
+        WrOpcode::RdmaRead.message_kind(),
+        Some(MessageKind::RdmaRead)
+    );
+    assert_eq!(
+        WrOpcode::AtomicWrite.message_kind(),
+        Some(MessageKind::AtomicWrite)
+    );
+    assert_eq!(WrOpcode::LocalInv.message_kind(), None);
+    assert!(WrOpcode::SendWithInv.allows_inline());
+    assert!(!WrOpcode::AtomicWrite.allows_inline());
+}
+
+#[test]
+fn sge_count_and_total_length() {
+    let mut s = Slot::send(0, 5);
+    s.sges(SEND_WQE_HEADER_LEN, DMA_NUM_SGE, &[(0, 1, 1); 5]);
+    assert_eq!(decode_send_wqe(&s.0, &RC), Err(WqeError::TooManySges));
+    let mut s = Slot::send(0, 2);
+    s.u32(DMA_NUM_SGE, 3);
+    assert_eq!(decode_send_wqe(&s.0, &RC), Err(WqeError::Truncated));
+    let mut s = Slot::send(0, 4);
+    s.sges(
+        SEND_WQE_HEADER_LEN,
+        DMA_NUM_SGE,
+        &[(0, 1 << 30, 1), (0, 1 << 30, 1)],
+    );
+    assert_eq!(decode_send_wqe(&s.0, &RC).unwrap().length, 1 << 31);
+    s.sges(
+        SEND_WQE_HEADER_LEN,
+        DMA_NUM_SGE,
+        &[(0, 1 << 30, 1), (0, 1 << 30, 1), (0, 1, 1)],
+    );
+    assert_eq!(decode_send_wqe(&s.0, &RC), Err(WqeError::TooLong));
+    s.sges(
+        SEND_WQE_HEADER_LEN,
+        DMA_NUM_SGE,
+        &[(0, u32::MAX, 1), (0, 2, 1)],
+    );
+    assert_eq!(decode_send_wqe(&s.0, &RC), Err(WqeError::TooLong));
+    assert_eq!(decode_send_wqe(&[0; 207], &RC), Err(WqeError::Truncated));
+}
+
+#[test]
+fn atomics() {
+    let mut s = Slot::send(5, 1);
+    s.u64(WR, 0x1000)
+        .u64(WR + 8, 1)
+        .u64(WR + 16, 2)
+        .u32(WR + 24, 0x55);
+    s.sges(SEND_WQE_HEADER_LEN, DMA_NUM_SGE, &[(0x2000, 8, 3)]);
+    let w = decode_send_wqe(&s.0, &RC).unwrap();
+    assert_eq!(
+        w.remote,
+        Remote::Atomic {
+            addr: 0x1000,
+            rkey: 0x55,
+            compare_add: 1,
+            swap: 2
+        }
+    );
+    s.u64(WR, 0x1004);
+    assert_eq!(decode_send_wqe(&s.0, &RC), Err(WqeError::MisalignedAtomic));
+    s.u64(WR, 0x1000);
+    s.sges(SEND_WQE_HEADER_LEN, DMA_NUM_SGE, &[(0x2000, 16, 3)]);
+    assert_eq!(decode_send_wqe(&s.0, &RC), Err(WqeError::BadAtomicLength));
+
+    // ATOMIC WRITE: the value sits where the SGEs would be.
+    let mut s = Slot::send(15, 1);
+    s.u64(WR, 0x3000).u32(WR + 8, 0x66);
+    s.0[SEND_WQE_HEADER_LEN..SEND_WQE_HEADER_LEN + 8].copy_from_slice(&[1, 2, 3, 4, 5, 6, 7, 8]);
+    let w = decode_send_wqe(&s.0, &RC).unwrap();
+    assert_eq!(
+        w.remote,
+        Remote::Rdma {
+            addr: 0x3000,
+            rkey: 0x66
+        }
+    );
+    assert_eq!(w.data, WqeData::Inline(&[1, 2, 3, 4, 5, 6, 7, 8]));
+    assert_eq!(w.length, 8);
+}
+
+#[test]
+fn ud_send_needs_an_address_handle() {
+    let ud = SendQueueLimits {
+        qp_type: QpType::Ud,
+        ..RC
+    };
+    let mut s = Slot::send(2, 1);
+    s.u32(WR, 0xff00_0042).u32(WR + 4, 0x1111).u32(WR + 12, 0);
+    assert_eq!(
+        decode_send_wqe(&s.0, &ud),
+        Err(WqeError::MissingAddressHandle)
+    );
+    s.u32(WR + 12, 3);
+    let w = decode_send_wqe(&s.0, &ud).unwrap();
+    assert_eq!(
+        w.remote,
+        Remote::Ud {
+            remote_qpn: 0x42,
+            remote_qkey: 0x1111,
+            ah_num: 3
+        }
+    );
+}
+
+#[test]
+fn flush_and_local_operations() {
+    let mut s = Slot::send(14, 1);
+    s.u64(WR, 0x4000).u32(WR + 8, 4096).u32(WR + 12, 0x99);
+    s.0[WR + 16] = 2;
+    s.0[WR + 17] = 1;
+    let w = decode_send_wqe(&s.0, &RC).unwrap();
+    assert_eq!(
+        w.remote,
+        Remote::Flush {
+            addr: 0x4000,
+            length: 4096,
+            rkey: 0x99,
+            placement_type: 2,
+            selectivity_level: 1
+        }
+    );
+
+    let mut s = Slot::send(7, 0);
+    s.u32(EX, 0xabcd);
+    s.u32(DMA_NUM_SGE, 1000);
+    let w = decode_send_wqe(&s.0, &RC).unwrap();
+    assert_eq!(w.remote, Remote::LocalInv { rkey: 0xabcd });
+    assert_eq!((w.data, w.length), (WqeData::Sges(&[]), 0));
+
+    let mut s = Slot::send(8, 0);
+    s.u64(WR, 0x5000)
+        .u64(WR + 8, 0x100)
+        .u32(WR + 16, 1)
+        .u32(WR + 20, 2);
+    s.u32(WR + 24, 3).u32(WR + 28, 4);
+    let w = decode_send_wqe(&s.0, &RC).unwrap();
+    assert_eq!(
+        w.remote,
+        Remote::BindMw {
+            addr: 0x5000,
+            length: 0x100,
+            mr_lkey: 1,
+            mw_rkey: 2,
+            rkey: 3,
+            access: 4
+        }
+    );
+}
+
+#[test]
+fn receive_wqes() {
+    let mut s = Slot(vec![0; RECV_WQE_HEADER_LEN + 3 * 16]);
+    s.u64(0, 77);
+    s.sges(RECV_WQE_HEADER_LEN, 16 + 12, &[(0x10, 5, 1), (0x20, 6, 2)]);
+    let w = decode_recv_wqe(&s.0, 3).unwrap();
+    assert_eq!((w.wr_id, w.length, w.sges.len()), (77, 11, 2));
+    assert_eq!(decode_recv_wqe(&s.0, 1), Err(WqeError::TooManySges));
+    s.u32(16 + 12, 4);
+    assert_eq!(decode_recv_wqe(&s.0, 8), Err(WqeError::Truncated));
+    s.sges(RECV_WQE_HEADER_LEN, 16 + 12, &[(0, u32::MAX, 1), (0, 1, 1)]);
+    assert_eq!(decode_recv_wqe(&s.0, 8), Err(WqeError::TooLong));
+    assert_eq!(decode_recv_wqe(&[0; 39], 8), Err(WqeError::Truncated));
+    assert_eq!(decode_recv_wqe(&[0; 40], 0).unwrap().length, 0);
+}
+
+#[test]
+fn decoding_never_panics_on_arbitrary_bytes() {
+    let mut state = 0x853c_49e6_748f_ea9bu64;
+    let mut next = || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    let limits = [
+        RC,
+        SendQueueLimits {
+            qp_type: QpType::Ud,
+            max_sge: 32,
+            max_inline: 512,
+        },
+    ];
+    let mut slot = vec![0u8; 208 + 512];
+    for _ in 0..50_000 {
+        for b in slot.iter_mut() {
+            *b = next() as u8;
+        }
+        // Steer into plausible opcodes, flags and counts, to reach the checks.
+        slot[OPCODE..OPCODE + 4].copy_from_slice(&((next() % 17) as u32).to_ne_bytes());
+        slot[SEND_FLAGS..SEND_FLAGS + 4].copy_from_slice(&((next() % 32) as u32).to_ne_bytes());
+        slot[DMA_NUM_SGE..DMA_NUM_SGE + 4].copy_from_slice(&((next() % 40) as u32).to_ne_bytes());
+        slot[DMA_LENGTH..DMA_LENGTH + 4].copy_from_slice(&((next() % 600) as u32).to_ne_bytes());
+        let len = (next() as usize) % slot.len();
+        let l = &limits[(next() % 2) as usize];
+        if let Ok(w) = decode_send_wqe(&slot[..len], l) {
+            assert!(w.opcode.allowed_on(l.qp_type));
+            assert!(w.length <= 1 << 31);
+        }
+        let _ = decode_recv_wqe(&slot[..len], (next() % 40) as u32);
+    }
+}

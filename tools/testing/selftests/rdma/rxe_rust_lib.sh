@@ -1,0 +1,89 @@
+# SPDX-License-Identifier: GPL-2.0
+#
+# Shared helpers of the rdma_rxe_rust selftests (sourced, bash).
+#
+# Each test file prints KTAP: a plan, one "ok"/"not ok" line per check, and
+# exits with the kselftest status. Helpers never hide a failure: a check
+# that cannot run is a failure, not a skip.
+
+source "$(dirname "$0")/../kselftest/ktap_helpers.sh"
+
+RXE_PORT=4791
+RXE_RUST=rdma_rxe_rust
+RXE_C=rdma_rxe
+
+# Run a check; its output goes to the KTAP stream as diagnostics on failure.
+# Usage: check "description" command [args...]
+check() {
+	local desc=$1 out
+	shift
+	if out=$("$@" 2>&1); then
+		ktap_test_pass "$desc"
+	else
+		printf '%s\n' "$out" | sed 's/^/# /'
+		ktap_test_fail "$desc"
+	fi
+}
+
+# Succeeds if the command fails and its output contains the expected text.
+# Usage: fails_with "text" command [args...]
+fails_with() {
+	local want=$1 out
+	shift
+	if out=$("$@" 2>&1); then
+		echo "unexpected success: $*: $out"
+		return 1
+	fi
+	if ! printf '%s' "$out" | grep -qi -- "$want"; then
+		echo "failed, but not with '$want': $out"
+		return 1
+	fi
+}
+
+module_loaded() {
+	grep -q "^$1 " /proc/modules
+}
+
+# Unload both drivers, whatever is loaded.
+unload_all() {
+	local d
+	for d in $(rdma -j link show 2>/dev/null | grep -o '"ifname":"[^"]*"' | cut -d'"' -f4 | cut -d/ -f1 | sort -u); do
+		rdma link del "$d" 2>/dev/null
+	done
+	module_loaded $RXE_RUST && rmmod $RXE_RUST
+	module_loaded $RXE_C && rmmod $RXE_C
+	return 0
+}
+
+# Succeeds if the RDMA device exists.
+rdma_dev_exists() {
+	rdma dev show "$1" >/dev/null 2>&1
+}
+
+# Wait up to $2 (default 5) seconds for a condition command to succeed.
+wait_for() {
+	local t=${WAIT_SECONDS:-10} i=0
+	while [ $i -lt $((t * 10)) ]; do
+		"$@" && return 0
+		sleep 0.1
+		i=$((i + 1))
+	done
+	"$@"
+}
+
+# Succeeds if UDP port 4791 is bound in the current (or given) namespace.
+# Usage: udp_port_open [netns] [4|6]
+udp_port_open() {
+	local ns=$1 fam=${2:-} exec=
+	[ -n "$ns" ] && exec="ip netns exec $ns"
+	$exec ss -Huln${fam:+ -$fam} "sport = :$RXE_PORT" | grep -q ":$RXE_PORT"
+}
+
+udp_port_closed() {
+	! udp_port_open "$@"
+}
+
+# Port attribute of an RDMA device as printed by ibv_devinfo -v (first match).
+devinfo_field() {
+	ibv_devinfo -v -d "$1" | awk -v k="$2:" '$1 == k { print $2; exit }'
+}

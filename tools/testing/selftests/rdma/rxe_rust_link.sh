@@ -1,0 +1,32 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# rdma_rxe_rust: module load, link add/del/re-add, autoload, rmmod with
+# devices present.
+
+source "$(dirname "$0")/rxe_rust_lib.sh"
+
+ktap_print_header
+ktap_set_plan 14
+unload_all
+
+check "modprobe rdma_rxe_rust" modprobe $RXE_RUST
+check "module is loaded" module_loaded $RXE_RUST
+check "link add rxe0 on eth0" rdma link add rxe0 type rxe netdev eth0
+check "rdma link shows rxe0 on eth0, ACTIVE" \
+	bash -c "rdma link show rxe0/1 | grep -q 'state ACTIVE.*netdev eth0'"
+check "ibv_devices lists rxe0" bash -c "ibv_devices | grep -qw rxe0"
+check "uverbs driver id is rxe (14): the rxe provider opens it" \
+	bash -c "ibv_devinfo -d rxe0 | grep -q 'transport:.*InfiniBand'"
+check "link del rxe0" rdma link del rxe0
+check "rxe0 is gone" bash -c "! rdma dev show rxe0 2>/dev/null"
+check "re-add rxe0" rdma link add rxe0 type rxe netdev eth0
+check "re-added rxe0 answers ibv_devinfo" ibv_devinfo -d rxe0
+check "rmmod with rxe0 present removes it" rmmod $RXE_RUST
+check "no rxe device is left" bash -c "! rdma dev show rxe0 2>/dev/null && ! ibv_devices | grep -q rxe"
+check "rdma link add loads the driver on demand (rdma-link-rxe)" \
+	bash -c "rdma link add rxe0 type rxe netdev eth0 && grep -q '^$RXE_RUST ' /proc/modules && ! grep -q '^$RXE_C ' /proc/modules"
+check "port 4791 closes after the last link" \
+	bash -c "rdma link del rxe0 && ! ss -Huln 'sport = :$RXE_PORT' | grep -q :$RXE_PORT"
+unload_all
+ktap_finished
