@@ -12,8 +12,8 @@ pub(crate) const UVERBS_ABI_VERSION: u32 = 2;
 /// IBTA vendor id (none assigned).
 pub(crate) const VENDOR_ID: u32 = 0xff_ffff;
 
-/// A limit that is effectively "no limit" for an `int` counter.
-const DEFAULT_MAX_VALUE: i32 = (1 << 20) - 1;
+/// The common limit of object counts and queue depths.
+const DEFAULT_MAX_VALUE: i32 = 1 << 20;
 
 /// First QP number handed to users; 0 and 1 are the special QPs.
 pub(crate) const MIN_QP_INDEX: i32 = 16;

@@ -20,14 +20,25 @@
 //! - [`psn`], [`aeth`], [`timer`], [`mtu`], [`segment`]: transport arithmetic.
 //! - [`wqe`]: decoding send and receive work queue entries from untrusted
 //!   shared memory.
+//! - [`requester`], [`completer`], [`responder`] and [`qp`]: the RC, UC and
+//!   UD transport as state machines that take events (a WQE posted, a packet
+//!   received, a timer fired) and act through the traits of [`io`] (packets,
+//!   completions, timers, async events) and [`memory`] (copies and atomics
+//!   checked against L_Keys and R_Keys).
 
 pub mod aeth;
+pub mod completer;
 pub mod headers;
 pub mod icrc;
+pub mod io;
+pub mod memory;
 pub mod mtu;
 pub mod opcode;
 pub mod packet;
 pub mod psn;
+pub mod qp;
+pub mod requester;
+pub mod responder;
 pub mod segment;
 pub mod timer;
 pub mod wqe;

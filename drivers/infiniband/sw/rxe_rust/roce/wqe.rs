@@ -293,6 +293,11 @@ impl SendFlags {
     /// Checksum offload (UD over IPoIB; accepted and ignored).
     pub const IP_CSUM: u32 = 1 << 4;
 
+    /// Creates the flags from raw `send_flags` bits.
+    pub const fn from_bits(bits: u32) -> Self {
+        Self(bits)
+    }
+
     /// Returns the raw flags.
     pub const fn bits(self) -> u32 {
         self.0

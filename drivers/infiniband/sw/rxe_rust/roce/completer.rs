@@ -1,0 +1,363 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The completer: retires RC send WQEs as responses arrive (IBTA 9.7.5.2).
+//!
+//! The completer works on the requester's send queue, so it is written as
+//! more methods of [`Requester`]. An ACK acknowledges every PSN up to its
+//! own; a read response, atomic acknowledge or NAK acknowledges every PSN
+//! before its own. An acknowledgement that reaches past a READ or atomic
+//! whose response has not arrived means that response was lost (an implied
+//! NAK). A PSN sequence error NAK, an implied NAK and the local ACK timeout
+//! wind the requester back to the oldest unacknowledged PSN (go-back-N), each
+//! using one transport retry; an RNR NAK waits the delay it names and resumes
+//! at its PSN, using one RNR retry. Progress restores both budgets. When a
+//! budget runs out, or on a NAK that reports an error, the WQE completes with
+//! the matching status, every later WQE is flushed and the QP enters the
+//! error state.
+
+use super::aeth::{
+    NakCode,
+    Syndrome, //
+};
+use super::io::{
+    Clock,
+    Counter,
+    Output,
+    TimerId,
+    WcStatus, //
+};
+use super::memory::{
+    MemoryAccess,
+    WqeRef, //
+};
+use super::opcode::{
+    OpClass,
+    Transport, //
+};
+use super::packet::Packet;
+use super::psn::Psn;
+use super::requester::Requester;
+use super::wqe::WrOpcode;
+
+/// What acknowledging a range of PSNs found.
+enum Acked {
+    /// The acknowledgement was applied.
+    Ok,
+    /// It reached past a READ or atomic without its response: retry.
+    ImpliedNak,
+}
+
+impl<const N: usize> Requester<N> {
+    /// Returns the index of the oldest WQE not yet done.
+    fn first_pending(&self) -> Option<usize> {
+        let mut k = 0;
+        while let Some(e) = self.entry(k) {
+            if e.done.is_none() {
+                return Some(k);
+            }
+            k = k.wrapping_add(1);
+        }
+        None
+    }
+
+    /// Returns the index of the WQE that owns `psn`.
+    fn owner_of(&self, psn: Psn) -> Option<usize> {
+        let mut k = 0;
+        while let Some(e) = self.entry(k) {
+            if e.done.is_none() && e.contains(psn) {
+                return Some(k);
+            }
+            k = k.wrapping_add(1);
+        }
+        None
+    }
+
+    /// Returns true if `psn` was sent and is not yet acknowledged.
+    fn is_outstanding(&self, psn: Psn) -> bool {
+        psn.distance_from(self.comp_psn) < self.next_psn.distance_from(self.comp_psn)
+    }
+
+    /// Acknowledges every PSN before `psn`.
+    fn ack_before<O>(&mut self, psn: Psn, out: &mut O) -> Acked
+    where
+        O: Output + Clock + ?Sized,
+    {
+        let start = self.comp_psn;
+        let mut result = Acked::Ok;
+        while let Some(k) = self.first_pending() {
+            let Some(e) = self.entry(k).copied() else {
+                break;
+            };
+            if !e.assigned {
+                break;
+            }
+            if e.last_psn().is_before(psn) {
+                if e.wr.is_read_or_atomic() {
+                    result = Acked::ImpliedNak;
+                    break;
+                }
+                self.finish(k, WcStatus::Success);
+                self.comp_psn = e.last_psn().next();
+            } else {
+                if !e.wr.is_read_or_atomic() && self.comp_psn.is_before(psn) {
+                    self.comp_psn = psn;
+                }
+                break;
+            }
+        }
+        if self.comp_psn != start {
+            self.progress(out);
+        }
+        result
+    }
+
+    /// Restores the retry budgets and restarts the local ACK timer.
+    fn progress<O>(&mut self, out: &mut O)
+    where
+        O: Output + Clock + ?Sized,
+    {
+        out.count(Counter::Progress);
+        self.retry.reset();
+        self.rnr_retry.reset();
+        if self.next_psn != self.comp_psn && self.rnr_wait.is_none() {
+            if let Some(nanos) = self.ack_timeout.nanos() {
+                let deadline = out.now().after_nanos(nanos);
+                self.retrans_deadline = Some(deadline);
+                out.arm(TimerId::Retransmit, deadline);
+                return;
+            }
+        }
+        self.retrans_deadline = None;
+        out.cancel(TimerId::Retransmit);
+    }
+
+    /// Uses a transport retry to go back to the oldest unacknowledged PSN.
+    ///
+    /// Without a retry left, fails that WQE with a retry exceeded error.
+    fn retry_transport<O>(&mut self, out: &mut O)
+    where
+        O: Output + Clock + ?Sized,
+    {
+        if self.retry.try_consume() {
+            out.count(Counter::Retry);
+            self.rewind(self.comp_psn);
+        } else {
+            out.count(Counter::RetryExceeded);
+            let k = self.owner_of(self.comp_psn).or(self.first_pending());
+            self.fail(k.unwrap_or(0), WcStatus::RetryExcErr, out);
+        }
+    }
+
+    /// Handles a response (ACK, NAK, read response, atomic acknowledge).
+    ///
+    /// The packet has passed [`Packet::check_qp`] for this QP.
+    pub fn on_response<M, O>(&mut self, pkt: &Packet<'_>, mem: &mut M, out: &mut O)
+    where
+        M: MemoryAccess + ?Sized,
+        O: Output + Clock + ?Sized,
+    {
+        if self.error || self.transport() != Transport::Rc {
+            out.count(Counter::DroppedPackets);
+            return;
+        }
+        out.count(Counter::ReceivedPackets);
+        let psn = pkt.psn();
+        if !self.is_outstanding(psn) {
+            // A late duplicate, or a response to nothing we sent.
+            out.count(Counter::DroppedPackets);
+            return;
+        }
+        match pkt.opcode().class() {
+            OpClass::Acknowledge => self.on_ack(pkt, psn, out),
+            OpClass::ReadResponse => self.on_read_response(pkt, psn, mem, out),
+            OpClass::AtomicAcknowledge => self.on_atomic_ack(pkt, psn, mem, out),
+            _ => out.count(Counter::DroppedPackets),
+        }
+        self.retire(out);
+        self.run(mem, out);
+    }
+
+    fn on_ack<O>(&mut self, pkt: &Packet<'_>, psn: Psn, out: &mut O)
+    where
+        O: Output + Clock + ?Sized,
+    {
+        let Some(Ok(syndrome)) = pkt.aeth().map(|a| a.syndrome()) else {
+            out.count(Counter::DroppedPackets);
+            return;
+        };
+        match syndrome {
+            Syndrome::Ack(_) => {
+                if let Acked::ImpliedNak = self.ack_before(psn.next(), out) {
+                    self.retry_transport(out);
+                }
+            }
+            Syndrome::RnrNak(timer) => {
+                out.count(Counter::RnrNakReceived);
+                if self.rnr_wait.is_some() {
+                    return;
+                }
+                if let Acked::ImpliedNak = self.ack_before(psn, out) {
+                    self.retry_transport(out);
+                    return;
+                }
+                if self.rnr_retry.try_consume() {
+                    out.count(Counter::RnrRetry);
+                    let nanos = u64::from(timer.micros()).saturating_mul(1000);
+                    let deadline = out.now().after_nanos(nanos);
+                    self.rnr_wait = Some((psn, deadline));
+                    self.retrans_deadline = None;
+                    out.cancel(TimerId::Retransmit);
+                    out.arm(TimerId::RnrRetry, deadline);
+                } else {
+                    out.count(Counter::RnrRetryExceeded);
+                    let k = self.owner_of(psn).or(self.first_pending());
+                    self.fail(k.unwrap_or(0), WcStatus::RnrRetryExcErr, out);
+                }
+            }
+            Syndrome::Nak(NakCode::PsnSequenceError) => {
+                out.count(Counter::OutOfSequence);
+                if self.rnr_wait.is_some() {
+                    // Requests sent after the RNR NAKed one; the RNR retry resends them.
+                    return;
+                }
+                let _ = self.ack_before(psn, out);
+                self.retry_transport(out);
+            }
+            Syndrome::Nak(code) => {
+                let status = match code {
+                    NakCode::RemoteAccessError => WcStatus::RemAccessErr,
+                    NakCode::RemoteOperationalError => WcStatus::RemOpErr,
+                    NakCode::PsnSequenceError
+                    | NakCode::InvalidRequest
+                    | NakCode::InvalidRdRequest => WcStatus::RemInvReqErr,
+                };
+                let _ = self.ack_before(psn, out);
+                let k = self.owner_of(psn).or(self.first_pending());
+                self.fail(k.unwrap_or(0), status, out);
+            }
+        }
+    }
+
+    fn on_read_response<M, O>(&mut self, pkt: &Packet<'_>, psn: Psn, mem: &mut M, out: &mut O)
+    where
+        M: MemoryAccess + ?Sized,
+        O: Output + Clock + ?Sized,
+    {
+        if let Acked::ImpliedNak = self.ack_before(psn, out) {
+            self.retry_transport(out);
+            return;
+        }
+        let Some(k) = self.first_pending() else {
+            return;
+        };
+        let Some(e) = self.entry(k).copied() else {
+            return;
+        };
+        if e.wr.opcode != WrOpcode::RdmaRead || !e.contains(psn) || psn != self.comp_psn {
+            // A gap or a duplicate: the local ACK timeout recovers a gap.
+            out.count(Counter::DroppedPackets);
+            return;
+        }
+        let idx = psn.distance_from(e.first_psn);
+        let mtu = self.mtu.bytes();
+        let offset = idx.saturating_mul(mtu);
+        let expected = e.wr.length.saturating_sub(offset).min(mtu);
+        let last = idx.wrapping_add(1) == self.read_packets(e.wr.length);
+        let payload = pkt.payload();
+        if pkt.opcode().position().is_end() != last
+            || usize::try_from(expected).ok() != Some(payload.len())
+        {
+            self.fail(k, WcStatus::BadRespErr, out);
+            return;
+        }
+        if mem
+            .scatter(WqeRef::Send(e.wr.slot), offset, payload)
+            .is_err()
+        {
+            self.fail(k, WcStatus::LocProtErr, out);
+            return;
+        }
+        self.comp_psn = psn.next();
+        if last {
+            self.finish(k, WcStatus::Success);
+        }
+        self.progress(out);
+    }
+
+    fn on_atomic_ack<M, O>(&mut self, pkt: &Packet<'_>, psn: Psn, mem: &mut M, out: &mut O)
+    where
+        M: MemoryAccess + ?Sized,
+        O: Output + Clock + ?Sized,
+    {
+        if let Acked::ImpliedNak = self.ack_before(psn, out) {
+            self.retry_transport(out);
+            return;
+        }
+        let Some(k) = self.first_pending() else {
+            return;
+        };
+        let Some(e) = self.entry(k).copied() else {
+            return;
+        };
+        let is_atomic = matches!(
+            e.wr.opcode,
+            WrOpcode::AtomicCmpAndSwp | WrOpcode::AtomicFetchAndAdd
+        );
+        let Some(ack) = pkt.atomic_ack_eth() else {
+            return;
+        };
+        if !is_atomic || e.first_psn != psn || psn != self.comp_psn {
+            out.count(Counter::DroppedPackets);
+            return;
+        }
+        let orig = ack.orig().to_ne_bytes();
+        if mem.scatter(WqeRef::Send(e.wr.slot), 0, &orig).is_err() {
+            self.fail(k, WcStatus::LocProtErr, out);
+            return;
+        }
+        self.comp_psn = psn.next();
+        self.finish(k, WcStatus::Success);
+        self.progress(out);
+    }
+
+    /// Handles a timer of the send side.
+    pub fn on_timer<M, O>(&mut self, timer: TimerId, mem: &mut M, out: &mut O)
+    where
+        M: MemoryAccess + ?Sized,
+        O: Output + Clock + ?Sized,
+    {
+        if self.error {
+            return;
+        }
+        let now = out.now();
+        match timer {
+            TimerId::Retransmit => {
+                let Some(deadline) = self.retrans_deadline else {
+                    return;
+                };
+                if now < deadline {
+                    out.arm(TimerId::Retransmit, deadline);
+                    return;
+                }
+                self.retrans_deadline = None;
+                if self.next_psn == self.comp_psn || self.rnr_wait.is_some() {
+                    return;
+                }
+                self.retry_transport(out);
+            }
+            TimerId::RnrRetry => {
+                let Some((psn, deadline)) = self.rnr_wait else {
+                    return;
+                };
+                if now < deadline {
+                    out.arm(TimerId::RnrRetry, deadline);
+                    return;
+                }
+                self.rnr_wait = None;
+                self.rewind(psn);
+            }
+        }
+        self.retire(out);
+        self.run(mem, out);
+    }
+}

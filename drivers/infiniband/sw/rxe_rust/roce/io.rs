@@ -1,0 +1,367 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! What the transport state machines ask of their caller: time, timers and output.
+//!
+//! The requester, completer and responder do no I/O themselves. They read the
+//! clock and arm or cancel timers through [`Clock`], and hand packets,
+//! completions, async events and counter updates to an [`Output`]. Memory is
+//! reached through [`super::memory::MemoryAccess`]. In the kernel these are
+//! skbs, `ib_cq`, `ib_event` and `hrtimer`s; on the host, a simulation.
+
+use super::aeth::Syndrome;
+use super::headers::BthFields;
+use super::memory::AccessError;
+use super::opcode::Opcode;
+use super::packet::{
+    packet_len,
+    pad_for,
+    PacketBuilder, //
+};
+use super::psn::{
+    Msn,
+    Psn, //
+};
+
+/// A point in monotonic time, in nanoseconds from an arbitrary origin.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Instant(pub u64);
+
+impl Instant {
+    /// Returns the instant `nanos` nanoseconds later, saturating.
+    pub const fn after_nanos(self, nanos: u64) -> Self {
+        Self(self.0.saturating_add(nanos))
+    }
+}
+
+/// The timers of a QP; each is armed at most once at a time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum TimerId {
+    /// The local ACK timeout of the requester (retransmit timer).
+    Retransmit,
+    /// The delay after an RNR NAK before the requester retries.
+    RnrRetry,
+}
+
+/// A monotonic clock and the QP's timers.
+pub trait Clock {
+    /// Returns the current time.
+    fn now(&self) -> Instant;
+
+    /// Arms `timer` to fire at `deadline`, replacing an earlier deadline.
+    ///
+    /// When it fires, the caller passes `timer` to the QP's `on_timer`.
+    fn arm(&mut self, timer: TimerId, deadline: Instant);
+
+    /// Cancels `timer` if it is armed.
+    fn cancel(&mut self, timer: TimerId);
+}
+
+/// Where a packet goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Destination {
+    /// The connected peer of an RC or UC QP (its address is QP state).
+    Connected,
+    /// A UD destination: the address handle the WQE named.
+    AddressHandle(u32),
+}
+
+/// The work queue a completion belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum WorkQueue {
+    /// The send queue: a send WQE of this QP.
+    Send,
+    /// The receive queue: a receive WQE taken through [`Output::take_recv`].
+    Recv,
+}
+
+/// The status of a completion, the values of `enum ib_wc_status`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u32)]
+pub enum WcStatus {
+    /// Success.
+    Success = 0,
+    /// Local length error: a message longer than the receive buffer.
+    LocLenErr = 1,
+    /// Local QP operation error: the WQE could not be carried out.
+    LocQpOpErr = 2,
+    /// Local protection error: an SGE failed its L_Key check.
+    LocProtErr = 4,
+    /// Flushed: the QP was in the error state.
+    WrFlushErr = 5,
+    /// Bad response: a response the request did not call for.
+    BadRespErr = 7,
+    /// Remote invalid request: the responder NAKed with invalid request.
+    RemInvReqErr = 9,
+    /// Remote access error: the responder NAKed with remote access error.
+    RemAccessErr = 10,
+    /// Remote operational error: the responder NAKed with remote operational error.
+    RemOpErr = 11,
+    /// Transport retry counter exceeded.
+    RetryExcErr = 12,
+    /// RNR retry counter exceeded.
+    RnrRetryExcErr = 13,
+}
+
+/// The opcode of a completion, the values of `enum ib_uverbs_wc_opcode`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u32)]
+pub enum WcOpcode {
+    /// SEND, with or without immediate or invalidate.
+    Send = 0,
+    /// RDMA WRITE, with or without immediate.
+    RdmaWrite = 1,
+    /// RDMA READ.
+    RdmaRead = 2,
+    /// Compare and swap.
+    CompSwap = 3,
+    /// Fetch and add.
+    FetchAdd = 4,
+    /// Bind memory window.
+    BindMw = 5,
+    /// Local invalidate.
+    LocalInv = 6,
+    /// FLUSH.
+    Flush = 8,
+    /// ATOMIC WRITE.
+    AtomicWrite = 9,
+    /// A received SEND.
+    Recv = 128,
+    /// A received RDMA WRITE with immediate data.
+    RecvRdmaWithImm = 129,
+}
+
+/// A work completion.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Completion {
+    /// The queue of the WQE.
+    pub queue: WorkQueue,
+    /// The caller's work request ID.
+    pub wr_id: u64,
+    /// The caller's slot of the WQE, as given when it was posted or taken.
+    pub slot: u32,
+    /// The status.
+    pub status: WcStatus,
+    /// The opcode.
+    pub opcode: WcOpcode,
+    /// Bytes transferred (received bytes, for the receive queue).
+    pub byte_len: u32,
+    /// Immediate data of a received message, in network order.
+    pub imm_data: Option<u32>,
+    /// The R_Key a received SEND with invalidate invalidated.
+    pub invalidated_rkey: Option<u32>,
+    /// The source QP of a UD receive.
+    pub src_qpn: u32,
+    /// A UD receive whose first 40 bytes are left for the caller's GRH.
+    pub grh: bool,
+    /// The solicited event bit of the received message.
+    pub solicited: bool,
+}
+
+/// An affiliated asynchronous event, as in `enum ib_event_type`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum AsyncEvent {
+    /// `IB_EVENT_QP_FATAL`: an error that is neither of the two below.
+    QpFatal,
+    /// `IB_EVENT_QP_REQ_ERR`: the responder found an invalid request.
+    QpRequestError,
+    /// `IB_EVENT_QP_ACCESS_ERR`: the responder found an access violation.
+    QpAccessError,
+}
+
+/// Events worth counting, as the C driver's `rxe_hw_counters`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Counter {
+    /// A packet was sent.
+    SentPackets,
+    /// A packet was received and handled by the transport.
+    ReceivedPackets,
+    /// A packet was dropped by the transport (bad sequence, no buffer, bad key).
+    DroppedPackets,
+    /// A duplicate request was received.
+    DuplicateRequest,
+    /// A request arrived ahead of the expected PSN.
+    OutOfSequence,
+    /// An RNR NAK was sent.
+    RnrNakSent,
+    /// An RNR NAK was received.
+    RnrNakReceived,
+    /// The requester went back to retransmit (timeout, NAK or implied NAK).
+    Retry,
+    /// The requester retried after an RNR NAK.
+    RnrRetry,
+    /// The transport retry count ran out.
+    RetryExceeded,
+    /// The RNR retry count ran out.
+    RnrRetryExceeded,
+    /// The requester made progress: an acknowledgement advanced.
+    Progress,
+}
+
+/// A receive WQE handed to the responder.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct RecvWr {
+    /// The caller's work request ID.
+    pub wr_id: u64,
+    /// The caller's slot; memory is reached as [`super::memory::WqeRef::Recv`].
+    pub slot: u32,
+    /// Total length of the buffers.
+    pub length: u32,
+}
+
+/// Everything the state machines produce, and the receive queue they consume.
+pub trait Output {
+    /// Returns a buffer of at least `len` bytes for the next packet, or `None`.
+    ///
+    /// `None` means no buffer is available now: the requester stops and
+    /// resumes at its next event, a responder drops the response (the
+    /// requester will retry).
+    fn tx_buffer(&mut self, len: usize) -> Option<&mut [u8]>;
+
+    /// Sends the first `len` bytes of the buffer last returned by [`Output::tx_buffer`].
+    ///
+    /// The bytes run from the BTH to the ICRC; pad and ICRC are zero. The
+    /// caller adds the IP and UDP headers and writes the ICRC over them
+    /// ([`super::icrc::compute`]) into the last four bytes.
+    fn transmit(&mut self, len: usize, dest: Destination);
+
+    /// Reports a work completion.
+    fn complete(&mut self, completion: Completion);
+
+    /// Raises an affiliated asynchronous event.
+    fn async_event(&mut self, event: AsyncEvent);
+
+    /// Takes the next receive WQE, or returns `None` if the queue is empty.
+    fn take_recv(&mut self) -> Option<RecvWr>;
+
+    /// Counts an event; the default does nothing.
+    fn count(&mut self, counter: Counter) {
+        let _ = counter;
+    }
+}
+
+/// The headers of a packet to send.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Outgoing {
+    pub(super) opcode: Opcode,
+    pub(super) psn: Psn,
+    pub(super) dest_qpn: u32,
+    pub(super) pkey: u16,
+    pub(super) ack_req: bool,
+    pub(super) solicited: bool,
+    /// Virtual address, R_Key, DMA length.
+    pub(super) reth: Option<(u64, u32, u32)>,
+    pub(super) imm: Option<u32>,
+    pub(super) ieth: Option<u32>,
+    /// Q_Key, source QPN.
+    pub(super) deth: Option<(u32, u32)>,
+    pub(super) aeth: Option<(Syndrome, Msn)>,
+    /// Virtual address, R_Key, swap or add, compare.
+    pub(super) atomic: Option<(u64, u32, u64, u64)>,
+    pub(super) atomic_ack: Option<u64>,
+    /// Placement type, selectivity level.
+    pub(super) feth: Option<(u8, u8)>,
+}
+
+impl Outgoing {
+    /// Returns headers with only the BTH fields set.
+    pub(super) fn new(opcode: Opcode, psn: Psn, dest_qpn: u32, pkey: u16) -> Self {
+        Self {
+            opcode,
+            psn,
+            dest_qpn,
+            pkey,
+            ack_req: false,
+            solicited: false,
+            reth: None,
+            imm: None,
+            ieth: None,
+            deth: None,
+            aeth: None,
+            atomic: None,
+            atomic_ack: None,
+            feth: None,
+        }
+    }
+}
+
+/// Why a packet was not sent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum TxError {
+    /// [`Output::tx_buffer`] returned `None`.
+    NoBuffer,
+    /// The opcode and length do not make a packet.
+    Build,
+    /// Filling the payload failed.
+    Memory(AccessError),
+}
+
+/// Builds a packet with `payload_len` bytes filled by `fill`, and sends it.
+pub(super) fn transmit<O, F>(
+    out: &mut O,
+    hdr: &Outgoing,
+    payload_len: usize,
+    dest: Destination,
+    fill: F,
+) -> Result<(), TxError>
+where
+    O: Output + ?Sized,
+    F: FnOnce(&mut [u8]) -> Result<(), AccessError>,
+{
+    let len = packet_len(hdr.opcode, payload_len).ok_or(TxError::Build)?;
+    let buf = out.tx_buffer(len).ok_or(TxError::NoBuffer)?;
+    let buf = buf.get_mut(..len).ok_or(TxError::NoBuffer)?;
+    {
+        let mut b = PacketBuilder::new(buf, hdr.opcode, payload_len).map_err(|_| TxError::Build)?;
+        b.bth_mut().init(
+            hdr.opcode,
+            BthFields {
+                solicited: hdr.solicited,
+                pad_count: pad_for(payload_len),
+                pkey: hdr.pkey,
+                dest_qpn: hdr.dest_qpn,
+                ack_req: hdr.ack_req,
+                psn: hdr.psn,
+            },
+        );
+        if let (Some((va, rkey, dma_len)), Some(r)) = (hdr.reth, b.reth_mut()) {
+            r.set_va(va);
+            r.set_rkey(rkey);
+            r.set_dma_len(dma_len);
+        }
+        if let (Some(imm), Some(h)) = (hdr.imm, b.imm_dt_mut()) {
+            h.set_imm(imm);
+        }
+        if let (Some(rkey), Some(h)) = (hdr.ieth, b.ieth_mut()) {
+            h.set_rkey(rkey);
+        }
+        if let (Some((qkey, src_qpn)), Some(h)) = (hdr.deth, b.deth_mut()) {
+            h.set_qkey(qkey);
+            h.set_src_qpn(src_qpn);
+        }
+        if let (Some((syndrome, msn)), Some(h)) = (hdr.aeth, b.aeth_mut()) {
+            h.set_syndrome(syndrome);
+            h.set_msn(msn);
+        }
+        if let (Some((va, rkey, swap_add, compare)), Some(h)) = (hdr.atomic, b.atomic_eth_mut()) {
+            h.set_va(va);
+            h.set_rkey(rkey);
+            h.set_swap_add(swap_add);
+            h.set_compare(compare);
+        }
+        if let (Some(orig), Some(h)) = (hdr.atomic_ack, b.atomic_ack_eth_mut()) {
+            h.set_orig(orig);
+        }
+        if let (Some((plt, sel)), Some(h)) = (hdr.feth, b.feth_mut()) {
+            h.set(plt, sel);
+        }
+        fill(b.payload_mut()).map_err(TxError::Memory)?;
+    }
+    // Pad and ICRC: zero, for the caller to complete.
+    let tail = hdr.opcode.header_len().saturating_add(payload_len);
+    if let Some(rest) = buf.get_mut(tail..) {
+        rest.fill(0);
+    }
+    out.transmit(len, dest);
+    out.count(Counter::SentPackets);
+    Ok(())
+}

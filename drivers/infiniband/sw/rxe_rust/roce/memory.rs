@@ -1,0 +1,175 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Memory access for the transport: local buffers of WQEs and remote keys.
+//!
+//! The state machines never touch memory themselves. They ask a
+//! [`MemoryAccess`] to copy between packets and the buffers of a WQE (named
+//! by the caller's slot, the caller resolving its scatter/gather list and
+//! L_Keys, with [`for_each_chunk`] as a helper), or to the range named by an
+//! R_Key and a virtual address, with the access rights the operation needs.
+
+use super::wqe::Sge;
+
+/// Access rights, the bits of `enum ib_access_flags`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Access(u32);
+
+impl Access {
+    /// No access.
+    pub const NONE: Self = Self(0);
+    /// Local write (`IB_ACCESS_LOCAL_WRITE`).
+    pub const LOCAL_WRITE: Self = Self(1 << 0);
+    /// Remote write (`IB_ACCESS_REMOTE_WRITE`).
+    pub const REMOTE_WRITE: Self = Self(1 << 1);
+    /// Remote read (`IB_ACCESS_REMOTE_READ`).
+    pub const REMOTE_READ: Self = Self(1 << 2);
+    /// Remote atomic (`IB_ACCESS_REMOTE_ATOMIC`).
+    pub const REMOTE_ATOMIC: Self = Self(1 << 3);
+    /// Flush to global visibility (`IB_ACCESS_FLUSH_GLOBAL`).
+    pub const FLUSH_GLOBAL: Self = Self(1 << 8);
+    /// Flush to persistence (`IB_ACCESS_FLUSH_PERSISTENT`).
+    pub const FLUSH_PERSISTENT: Self = Self(1 << 9);
+
+    /// Creates a set from raw `ib_access_flags` bits.
+    pub const fn from_bits(bits: u32) -> Self {
+        Self(bits)
+    }
+
+    /// Returns the raw bits.
+    pub const fn bits(self) -> u32 {
+        self.0
+    }
+
+    /// Returns the union of two sets.
+    pub const fn with(self, other: Self) -> Self {
+        Self(self.0 | other.0)
+    }
+
+    /// Returns true if every right of `other` is in `self`.
+    pub const fn contains(self, other: Self) -> bool {
+        self.0 & other.0 == other.0
+    }
+}
+
+/// Why a memory access failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum AccessError {
+    /// The key names no valid region or window, or was invalidated.
+    InvalidKey,
+    /// The region does not grant the access.
+    AccessDenied,
+    /// The range is not inside the region.
+    OutOfRange,
+    /// The buffers of the WQE are shorter than the transfer.
+    TooShort,
+    /// An atomic at an address not aligned to eight bytes.
+    Misaligned,
+}
+
+/// A WQE whose local buffers are read or written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum WqeRef {
+    /// The send WQE in the caller's slot: its SGEs with their L_Keys, or its inline data.
+    Send(u32),
+    /// The receive WQE in the caller's slot.
+    Recv(u32),
+}
+
+/// An atomic operation on eight bytes of remote memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum AtomicOp {
+    /// Write `swap` if the value equals `compare`.
+    CompareSwap {
+        /// The value expected.
+        compare: u64,
+        /// The value written if it matched.
+        swap: u64,
+    },
+    /// Add `add`, wrapping.
+    FetchAdd {
+        /// The addend.
+        add: u64,
+    },
+    /// Write eight bytes at once (ATOMIC WRITE), as they came on the wire.
+    Write {
+        /// The bytes to write.
+        value: [u8; 8],
+    },
+}
+
+/// Memory as the transport sees it.
+///
+/// Every method checks keys, ranges and rights; a failure becomes a NAK or an
+/// error completion, never a partial success that is reported as a success.
+pub trait MemoryAccess {
+    /// Copies `dst.len()` bytes from offset `offset` of the local data of `wqe`.
+    fn gather(&mut self, wqe: WqeRef, offset: u32, dst: &mut [u8]) -> Result<(), AccessError>;
+
+    /// Copies `src` to offset `offset` of the local buffers of `wqe` (local write).
+    fn scatter(&mut self, wqe: WqeRef, offset: u32, src: &[u8]) -> Result<(), AccessError>;
+
+    /// Checks that `rkey` grants `access` to `len` bytes at `va`.
+    fn check_remote(
+        &mut self,
+        rkey: u32,
+        va: u64,
+        len: u32,
+        access: Access,
+    ) -> Result<(), AccessError>;
+
+    /// Copies from the range of `rkey` at `va` (remote read).
+    fn read_remote(&mut self, rkey: u32, va: u64, dst: &mut [u8]) -> Result<(), AccessError>;
+
+    /// Copies into the range of `rkey` at `va` (remote write).
+    fn write_remote(&mut self, rkey: u32, va: u64, src: &[u8]) -> Result<(), AccessError>;
+
+    /// Carries out an atomic on the eight bytes at `va`; returns the value before.
+    fn atomic(&mut self, rkey: u32, va: u64, op: AtomicOp) -> Result<u64, AccessError>;
+
+    /// Makes `len` bytes at `va` globally visible or persistent (FLUSH).
+    fn flush(
+        &mut self,
+        rkey: u32,
+        va: u64,
+        len: u32,
+        placement_type: u8,
+    ) -> Result<(), AccessError>;
+
+    /// Invalidates `rkey` (SEND with invalidate, local invalidate).
+    fn invalidate(&mut self, rkey: u32) -> Result<(), AccessError>;
+}
+
+/// Walks the part of a scatter/gather list that holds bytes `offset..offset + len`.
+///
+/// Calls `f(sge, addr, range)` for each piece: the element, the virtual
+/// address of the piece in it, and the range of the transfer buffer that
+/// maps there. Returns [`AccessError::TooShort`] if the list ends first.
+pub fn for_each_chunk<F>(sges: &[Sge], offset: u32, len: usize, mut f: F) -> Result<(), AccessError>
+where
+    F: FnMut(&Sge, u64, core::ops::Range<usize>) -> Result<(), AccessError>,
+{
+    let mut skip = u64::from(offset);
+    let mut done = 0usize;
+    for sge in sges {
+        if done >= len {
+            break;
+        }
+        let sge_len = u64::from(sge.length());
+        if skip >= sge_len {
+            skip = skip.wrapping_sub(sge_len);
+            continue;
+        }
+        let avail = usize::try_from(sge_len.wrapping_sub(skip)).unwrap_or(usize::MAX);
+        let n = avail.min(len.wrapping_sub(done));
+        let addr = sge.addr().checked_add(skip).ok_or(AccessError::OutOfRange)?;
+        let end = done.checked_add(n).ok_or(AccessError::TooShort)?;
+        f(sge, addr, done..end)?;
+        done = end;
+        skip = 0;
+    }
+    if done >= len {
+        Ok(())
+    } else {
+        Err(AccessError::TooShort)
+    }
+}

@@ -1,0 +1,201 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! A queue pair's transport: requester, completer and responder behind one interface.
+//!
+//! [`Qp`] takes the events of a QP in the ready-to-send state and dispatches
+//! them: a posted send WQE to the requester, a received request to the
+//! responder, a received response to the completer, a fired timer to the
+//! send side. When one side enters the error state, so does the other, and
+//! every outstanding WQE is flushed. Capacities are fixed by the caller: `SQ`
+//! send WQEs in flight and `RES` responder resources (`max_dest_rd_atomic`).
+
+use super::io::{
+    Clock,
+    Counter,
+    Output,
+    TimerId,
+    WcStatus, //
+};
+use super::memory::{
+    Access,
+    MemoryAccess, //
+};
+use super::mtu::IbMtu;
+use super::opcode::QpType;
+use super::packet::Packet;
+use super::psn::Psn;
+use super::requester::{
+    PostError,
+    Requester,
+    SendWr, //
+};
+use super::responder::Responder;
+use super::timer::{
+    AckTimeout,
+    RetryCounter,
+    RnrTimer, //
+};
+
+/// The attributes of a QP that the transport uses (`ib_qp_attr`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QpConfig {
+    /// The QP type.
+    pub qp_type: QpType,
+    /// This QP's number.
+    pub qpn: u32,
+    /// The connected peer's QP number (RC, UC).
+    pub dest_qpn: u32,
+    /// The partition key sent in the BTH.
+    pub pkey: u16,
+    /// The Q_Key of a UD QP.
+    pub qkey: u32,
+    /// The path MTU.
+    pub mtu: IbMtu,
+    /// The first PSN the requester sends.
+    pub sq_psn: Psn,
+    /// The first PSN the responder expects.
+    pub rq_psn: Psn,
+    /// The transport retry count, 0 to 7 (7 means seven retries).
+    pub retry_cnt: u8,
+    /// The RNR retry count, 0 to 7 (7 means retry forever).
+    pub rnr_retry: u8,
+    /// The RNR timer the responder asks for in its RNR NAKs.
+    pub min_rnr_timer: RnrTimer,
+    /// The local ACK timeout.
+    pub ack_timeout: AckTimeout,
+    /// Reads and atomics the requester may have outstanding (`max_rd_atomic`).
+    pub max_rd_atomic: u8,
+    /// The remote access rights the responder grants.
+    pub access: Access,
+    /// Signal every send WQE, not only those with `IB_SEND_SIGNALED`.
+    pub sq_sig_all: bool,
+}
+
+/// Why a QP configuration was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ConfigError {
+    /// A retry count above 7.
+    RetryCount,
+    /// An RNR retry count above 7.
+    RnrRetry,
+}
+
+/// The state of a QP as far as the transport is concerned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum QpState {
+    /// Ready to send and receive.
+    ReadyToSend,
+    /// In the error state: every WQE is flushed.
+    Error,
+}
+
+/// The transport of one QP.
+#[derive(Debug)]
+pub struct Qp<const SQ: usize, const RES: usize> {
+    qp_type: QpType,
+    mtu: IbMtu,
+    /// The send side: requester and completer.
+    pub requester: Requester<SQ>,
+    /// The receive side.
+    pub responder: Responder<RES>,
+}
+
+impl<const SQ: usize, const RES: usize> Qp<SQ, RES> {
+    /// Creates the transport of a QP in the ready-to-send state.
+    pub fn new(cfg: &QpConfig) -> Result<Self, ConfigError> {
+        let retry = RetryCounter::transport(cfg.retry_cnt).ok_or(ConfigError::RetryCount)?;
+        let rnr = RetryCounter::rnr(cfg.rnr_retry).ok_or(ConfigError::RnrRetry)?;
+        Ok(Self {
+            qp_type: cfg.qp_type,
+            mtu: cfg.mtu,
+            requester: Requester::new(cfg, retry, rnr),
+            responder: Responder::new(cfg),
+        })
+    }
+
+    /// Returns the state.
+    pub fn state(&self) -> QpState {
+        if self.requester.is_error() || self.responder.is_error() {
+            QpState::Error
+        } else {
+            QpState::ReadyToSend
+        }
+    }
+
+    /// Posts a send WQE.
+    pub fn post_send<M, O>(&mut self, wr: SendWr, mem: &mut M, out: &mut O) -> Result<(), PostError>
+    where
+        M: MemoryAccess + ?Sized,
+        O: Output + Clock + ?Sized,
+    {
+        self.requester.post(wr, mem, out)
+    }
+
+    /// Handles a received packet addressed to this QP.
+    ///
+    /// The packet has been parsed and its ICRC verified; the QP checks the
+    /// opcode against its type and the payload against the path MTU.
+    pub fn receive<M, O>(&mut self, pkt: &Packet<'_>, mem: &mut M, out: &mut O)
+    where
+        M: MemoryAccess + ?Sized,
+        O: Output + Clock + ?Sized,
+    {
+        if pkt.check_qp(self.qp_type, self.mtu).is_err() {
+            out.count(Counter::DroppedPackets);
+            return;
+        }
+        if pkt.opcode().is_request() {
+            self.responder.on_request(pkt, mem, out);
+        } else {
+            self.requester.on_response(pkt, mem, out);
+        }
+        self.sync_error(out);
+    }
+
+    /// Ends a batch of received packets: sends the coalesced ACK.
+    pub fn end_of_batch<O>(&mut self, out: &mut O)
+    where
+        O: Output + ?Sized,
+    {
+        self.responder.flush_ack(out);
+    }
+
+    /// Handles a fired timer.
+    pub fn on_timer<M, O>(&mut self, timer: TimerId, mem: &mut M, out: &mut O)
+    where
+        M: MemoryAccess + ?Sized,
+        O: Output + Clock + ?Sized,
+    {
+        self.requester.on_timer(timer, mem, out);
+        self.sync_error(out);
+    }
+
+    /// Sends what the requester may send now (after [`Output::tx_buffer`] ran dry).
+    pub fn run<M, O>(&mut self, mem: &mut M, out: &mut O)
+    where
+        M: MemoryAccess + ?Sized,
+        O: Output + Clock + ?Sized,
+    {
+        self.requester.run(mem, out);
+    }
+
+    /// Flushes receive WQEs posted while the QP is in the error state.
+    pub fn drain_recv<O>(&mut self, out: &mut O)
+    where
+        O: Output + ?Sized,
+    {
+        self.responder.flush_recv(out);
+    }
+
+    /// Puts the whole QP in the error state if either side is in it.
+    fn sync_error<O>(&mut self, out: &mut O)
+    where
+        O: Output + Clock + ?Sized,
+    {
+        if self.requester.is_error() && !self.responder.is_error() {
+            self.responder.enter_error(WcStatus::WrFlushErr, out);
+        } else if self.responder.is_error() && !self.requester.is_error() {
+            self.requester.flush_all(out);
+        }
+    }
+}

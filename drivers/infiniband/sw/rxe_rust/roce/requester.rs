@@ -1,0 +1,738 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The requester: turns posted send WQEs into request packets (IBTA 9.7.1-9.7.4).
+//!
+//! The requester keeps the send queue of a QP in a ring of fixed capacity
+//! `N`. For each WQE it assigns PSNs, segments the message at the path MTU and
+//! builds the request packets, within the limits of the transport: at most
+//! [`MAX_UNACKED_PSNS`] PSNs unacknowledged, at most `max_rd_atomic` reads and
+//! atomics outstanding, and fenced WQEs held until those complete. It asks
+//! for an acknowledgement at the end of each message and every
+//! [`MAX_PKTS_PER_ACK`] packets. On UC and UD a WQE completes once sent; on RC
+//! the completer (`completer.rs`, which extends [`Requester`]) retires WQEs as
+//! responses arrive, and winds the requester back for go-back-N retries.
+
+use super::io::{
+    self,
+    Clock,
+    Completion,
+    Destination,
+    Instant,
+    Outgoing,
+    Output,
+    TimerId,
+    TxError,
+    WcOpcode,
+    WcStatus,
+    WorkQueue, //
+};
+use super::memory::{
+    MemoryAccess,
+    WqeRef, //
+};
+use super::mtu::IbMtu;
+use super::opcode::{
+    Opcode,
+    Operation,
+    QpType,
+    Transport, //
+};
+use super::psn::Psn;
+use super::qp::QpConfig;
+use super::segment::{
+    packets_for,
+    MessageKind,
+    SegmentError,
+    Segmenter, //
+};
+use super::timer::{
+    AckTimeout,
+    RetryCounter, //
+};
+use super::wqe::{
+    Remote,
+    SendFlags,
+    SendWqe,
+    WrOpcode, //
+};
+
+/// The most PSNs the requester leaves unacknowledged (`RXE_MAX_UNACKED_PSNS`).
+pub const MAX_UNACKED_PSNS: u32 = 128;
+
+/// The requester asks for an ACK at least every this many packets.
+pub const MAX_PKTS_PER_ACK: u32 = 64;
+
+/// A send work request as the requester keeps it: a validated WQE without its buffers.
+///
+/// The buffers stay with the caller, who names them by `slot` when the
+/// requester reads or writes them through [`MemoryAccess`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SendWr {
+    /// The caller's work request ID.
+    pub wr_id: u64,
+    /// The caller's slot of the WQE and its buffers.
+    pub slot: u32,
+    /// The opcode.
+    pub opcode: WrOpcode,
+    /// The send flags.
+    pub flags: SendFlags,
+    /// Immediate data, in network order.
+    pub imm_data: Option<u32>,
+    /// The R_Key to invalidate at the responder (SEND with invalidate).
+    pub invalidate_rkey: Option<u32>,
+    /// The remote side of the operation.
+    pub remote: Remote,
+    /// Length of the local data.
+    pub length: u32,
+}
+
+impl SendWr {
+    /// Keeps what the requester needs of a decoded WQE held in `slot`.
+    pub fn from_wqe(wqe: &SendWqe<'_>, slot: u32) -> Self {
+        Self {
+            wr_id: wqe.wr_id,
+            slot,
+            opcode: wqe.opcode,
+            flags: wqe.flags,
+            imm_data: wqe.imm_data,
+            invalidate_rkey: wqe.invalidate_rkey,
+            remote: wqe.remote,
+            length: wqe.length,
+        }
+    }
+
+    /// Returns true for RDMA READ and the atomics that answer with data.
+    pub fn is_read_or_atomic(&self) -> bool {
+        matches!(
+            self.opcode,
+            WrOpcode::RdmaRead | WrOpcode::AtomicCmpAndSwp | WrOpcode::AtomicFetchAndAdd
+        )
+    }
+
+    /// Returns the completion opcode.
+    pub fn wc_opcode(&self) -> WcOpcode {
+        match self.opcode {
+            WrOpcode::Send | WrOpcode::SendWithImm | WrOpcode::SendWithInv => WcOpcode::Send,
+            WrOpcode::RdmaWrite | WrOpcode::RdmaWriteWithImm => WcOpcode::RdmaWrite,
+            WrOpcode::RdmaRead => WcOpcode::RdmaRead,
+            WrOpcode::AtomicCmpAndSwp => WcOpcode::CompSwap,
+            WrOpcode::AtomicFetchAndAdd => WcOpcode::FetchAdd,
+            WrOpcode::LocalInv => WcOpcode::LocalInv,
+            WrOpcode::BindMw => WcOpcode::BindMw,
+            WrOpcode::Flush => WcOpcode::Flush,
+            WrOpcode::AtomicWrite => WcOpcode::AtomicWrite,
+        }
+    }
+}
+
+/// Why a WQE was not posted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum PostError {
+    /// The send queue holds `N` WQEs already.
+    QueueFull,
+    /// The opcode is not allowed on the QP type.
+    OpcodeNotAllowed,
+}
+
+/// One WQE in the send queue.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Entry {
+    pub(super) wr: SendWr,
+    /// First PSN, once assigned.
+    pub(super) first_psn: Psn,
+    /// PSNs used; zero until assigned.
+    pub(super) npsn: u32,
+    /// The PSNs are assigned: the WQE has been (at least partly) sent.
+    pub(super) assigned: bool,
+    /// The final status, once known.
+    pub(super) done: Option<WcStatus>,
+}
+
+impl Entry {
+    /// Returns the last PSN of the WQE (a READ reserves one per response).
+    pub(super) fn last_psn(&self) -> Psn {
+        self.first_psn.add(self.npsn.saturating_sub(1))
+    }
+
+    /// Returns true if `psn` is one of the WQE's PSNs.
+    pub(super) fn contains(&self, psn: Psn) -> bool {
+        self.assigned && psn.in_window(self.first_psn, self.npsn)
+    }
+}
+
+/// What to do with the WQE at the send position.
+enum Admit {
+    /// Send it.
+    Go,
+    /// Wait for a response to open the window.
+    Wait,
+    /// It was handled without sending (local operation or error): look at the next.
+    Next,
+}
+
+/// The send side of a QP: the requester, extended by the completer.
+///
+/// # Invariants
+///
+/// `len <= N`, `head < N` when `N > 0`, `cur <= len`. Entries `0..len` from
+/// `head` are `Some`, in posting order.
+#[derive(Debug)]
+pub struct Requester<const N: usize> {
+    pub(super) qp_type: QpType,
+    pub(super) qpn: u32,
+    pub(super) dest_qpn: u32,
+    pub(super) pkey: u16,
+    pub(super) qkey: u32,
+    pub(super) mtu: IbMtu,
+    pub(super) ack_timeout: AckTimeout,
+    pub(super) max_rd_atomic: u32,
+    pub(super) sig_all: bool,
+    pub(super) retry: RetryCounter,
+    pub(super) rnr_retry: RetryCounter,
+    pub(super) ring: [Option<Entry>; N],
+    pub(super) head: usize,
+    pub(super) len: usize,
+    /// Offset from `head` of the WQE to send next.
+    pub(super) cur: usize,
+    /// Next packet of that WQE (for a READ: the response PSN to ask from).
+    pub(super) cur_pkt: u32,
+    /// First PSN of the next WQE to be assigned PSNs.
+    pub(super) next_psn: Psn,
+    /// The oldest PSN not yet acknowledged.
+    pub(super) comp_psn: Psn,
+    /// Reads and atomics sent and not completed.
+    pub(super) rd_atomic: u32,
+    pub(super) noack_pkts: u32,
+    pub(super) retrans_deadline: Option<Instant>,
+    /// After an RNR NAK: the PSN to resume at and when.
+    pub(super) rnr_wait: Option<(Psn, Instant)>,
+    pub(super) error: bool,
+}
+
+impl<const N: usize> Requester<N> {
+    /// Creates the send side of a QP in the ready-to-send state.
+    pub fn new(cfg: &QpConfig, retry: RetryCounter, rnr_retry: RetryCounter) -> Self {
+        Self {
+            qp_type: cfg.qp_type,
+            qpn: cfg.qpn,
+            dest_qpn: cfg.dest_qpn,
+            pkey: cfg.pkey,
+            qkey: cfg.qkey,
+            mtu: cfg.mtu,
+            ack_timeout: cfg.ack_timeout,
+            max_rd_atomic: u32::from(cfg.max_rd_atomic).max(1),
+            sig_all: cfg.sq_sig_all,
+            retry,
+            rnr_retry,
+            ring: [None; N],
+            head: 0,
+            len: 0,
+            cur: 0,
+            cur_pkt: 0,
+            next_psn: cfg.sq_psn,
+            comp_psn: cfg.sq_psn,
+            rd_atomic: 0,
+            noack_pkts: 0,
+            retrans_deadline: None,
+            rnr_wait: None,
+            error: false,
+        }
+    }
+
+    /// Returns true once the send side is in the error state.
+    pub fn is_error(&self) -> bool {
+        self.error
+    }
+
+    /// Returns the number of WQEs posted and not yet completed.
+    pub fn outstanding(&self) -> usize {
+        self.len
+    }
+
+    /// Returns the oldest PSN not yet acknowledged.
+    pub fn acked_psn(&self) -> Psn {
+        self.comp_psn
+    }
+
+    /// Returns the transport retries left, `None` if infinite.
+    pub fn retries_left(&self) -> Option<u8> {
+        self.retry.remaining()
+    }
+
+    /// Returns the RNR retries left, `None` if infinite.
+    pub fn rnr_retries_left(&self) -> Option<u8> {
+        self.rnr_retry.remaining()
+    }
+
+    pub(super) fn ring_index(&self, i: usize) -> Option<usize> {
+        if i >= self.len {
+            return None;
+        }
+        self.head.wrapping_add(i).checked_rem(N)
+    }
+
+    pub(super) fn entry(&self, i: usize) -> Option<&Entry> {
+        self.ring.get(self.ring_index(i)?)?.as_ref()
+    }
+
+    pub(super) fn entry_mut(&mut self, i: usize) -> Option<&mut Entry> {
+        let idx = self.ring_index(i)?;
+        self.ring.get_mut(idx)?.as_mut()
+    }
+
+    pub(super) fn transport(&self) -> Transport {
+        self.qp_type.transport()
+    }
+
+    /// Posts a send WQE and sends what the transport allows.
+    ///
+    /// In the error state the WQE completes at once with a flush error.
+    pub fn post<M, O>(&mut self, wr: SendWr, mem: &mut M, out: &mut O) -> Result<(), PostError>
+    where
+        M: MemoryAccess + ?Sized,
+        O: Output + Clock + ?Sized,
+    {
+        if !wr.opcode.allowed_on(self.qp_type) {
+            return Err(PostError::OpcodeNotAllowed);
+        }
+        if self.len >= N {
+            return Err(PostError::QueueFull);
+        }
+        let idx = self
+            .head
+            .wrapping_add(self.len)
+            .checked_rem(N)
+            .ok_or(PostError::QueueFull)?;
+        let slot = self.ring.get_mut(idx).ok_or(PostError::QueueFull)?;
+        *slot = Some(Entry {
+            wr,
+            first_psn: Psn::ZERO,
+            npsn: 0,
+            assigned: false,
+            done: None,
+        });
+        self.len = self.len.wrapping_add(1);
+        if self.error {
+            if let Some(e) = self.entry_mut(self.len.wrapping_sub(1)) {
+                e.done = Some(WcStatus::WrFlushErr);
+            }
+            self.retire(out);
+            return Ok(());
+        }
+        self.run(mem, out);
+        Ok(())
+    }
+
+    /// Sends as many packets as the transport allows now.
+    ///
+    /// Every event handler calls this; call it also when [`Output::tx_buffer`]
+    /// has buffers again after returning `None`.
+    pub fn run<M, O>(&mut self, mem: &mut M, out: &mut O)
+    where
+        M: MemoryAccess + ?Sized,
+        O: Output + Clock + ?Sized,
+    {
+        while !self.error && self.rnr_wait.is_none() {
+            let i = self.cur;
+            let Some(entry) = self.entry(i).copied() else {
+                break;
+            };
+            if entry.done.is_some() {
+                self.advance();
+                continue;
+            }
+            if !entry.assigned {
+                match self.admit(i, mem, out) {
+                    Admit::Go => {}
+                    Admit::Wait => break,
+                    Admit::Next => continue,
+                }
+            }
+            if !self.send_packet(i, mem, out) {
+                break;
+            }
+        }
+        self.retire(out);
+    }
+
+    /// Moves the send position to the next WQE.
+    fn advance(&mut self) {
+        self.cur = self.cur.saturating_add(1).min(self.len);
+        self.cur_pkt = 0;
+    }
+
+    /// Decides whether the unassigned WQE at `i` may start, and assigns its PSNs.
+    fn admit<M, O>(&mut self, i: usize, mem: &mut M, out: &mut O) -> Admit
+    where
+        M: MemoryAccess + ?Sized,
+        O: Output + Clock + ?Sized,
+    {
+        let Some(entry) = self.entry(i).copied() else {
+            return Admit::Wait;
+        };
+        let wr = entry.wr;
+        if wr.flags.contains(SendFlags::FENCE) && self.rd_atomic > 0 {
+            return Admit::Wait;
+        }
+        let kind = match wr.opcode.message_kind() {
+            Some(kind) => kind,
+            None => {
+                // Local operations run when they reach the send position.
+                let status = match (wr.opcode, wr.remote) {
+                    (WrOpcode::LocalInv, Remote::LocalInv { rkey }) => match mem.invalidate(rkey) {
+                        Ok(()) => WcStatus::Success,
+                        Err(_) => WcStatus::LocQpOpErr,
+                    },
+                    _ => WcStatus::LocQpOpErr,
+                };
+                if status == WcStatus::Success {
+                    if let Some(e) = self.entry_mut(i) {
+                        e.done = Some(status);
+                    }
+                    self.advance();
+                } else {
+                    self.fail(i, status, out);
+                }
+                return Admit::Next;
+            }
+        };
+        if wr.is_read_or_atomic() && self.rd_atomic >= self.max_rd_atomic {
+            return Admit::Wait;
+        }
+        if self.transport() == Transport::Rc
+            && self.next_psn.distance_from(self.comp_psn) >= MAX_UNACKED_PSNS
+        {
+            return Admit::Wait;
+        }
+        let total = match wr.remote {
+            Remote::Flush { length, .. } => length,
+            _ => wr.length,
+        };
+        let npsn = match Segmenter::new(self.transport(), kind, total, self.mtu) {
+            Ok(seg) => seg.psn_count(),
+            Err(e) => {
+                let status = match e {
+                    SegmentError::TooLong | SegmentError::BadAtomicWriteLength => {
+                        WcStatus::LocLenErr
+                    }
+                    SegmentError::NotAllowed => WcStatus::LocQpOpErr,
+                };
+                self.fail(i, status, out);
+                return Admit::Next;
+            }
+        };
+        let first_psn = self.next_psn;
+        self.next_psn = first_psn.add(npsn);
+        if wr.is_read_or_atomic() {
+            self.rd_atomic = self.rd_atomic.saturating_add(1);
+        }
+        if let Some(e) = self.entry_mut(i) {
+            e.first_psn = first_psn;
+            e.npsn = npsn;
+            e.assigned = true;
+        }
+        self.cur_pkt = 0;
+        Admit::Go
+    }
+
+    /// Sends the next packet of the WQE at `i`; returns false to stop sending.
+    fn send_packet<M, O>(&mut self, i: usize, mem: &mut M, out: &mut O) -> bool
+    where
+        M: MemoryAccess + ?Sized,
+        O: Output + Clock + ?Sized,
+    {
+        let Some(entry) = self.entry(i).copied() else {
+            return false;
+        };
+        let wr = entry.wr;
+        let rc = self.transport() == Transport::Rc;
+        let psn = entry.first_psn.add(self.cur_pkt);
+        if rc && psn.distance_from(self.comp_psn) >= MAX_UNACKED_PSNS {
+            return false;
+        }
+        let mtu = self.mtu.bytes();
+        let Some(kind) = wr.opcode.message_kind() else {
+            return false;
+        };
+        let dest_qpn = self.dest_qpn;
+        let mut dest = Destination::Connected;
+        let mut hdr;
+        let mut payload_len = 0u32;
+        let mut payload_offset = 0u32;
+        let finished;
+        match (kind, wr.remote) {
+            (MessageKind::RdmaRead, Remote::Rdma { addr, rkey }) => {
+                let Some(op) = Opcode::new(Transport::Rc, Operation::RdmaReadRequest)
+                else {
+                    return false;
+                };
+                let off = self.cur_pkt.saturating_mul(mtu).min(wr.length);
+                hdr = Outgoing::new(op, psn, dest_qpn, self.pkey);
+                hdr.reth = Some((
+                    addr.wrapping_add(u64::from(off)),
+                    rkey,
+                    wr.length.wrapping_sub(off),
+                ));
+                hdr.ack_req = true;
+                finished = true;
+            }
+            (
+                MessageKind::CompareSwap | MessageKind::FetchAdd,
+                Remote::Atomic {
+                    addr,
+                    rkey,
+                    compare_add,
+                    swap,
+                },
+            ) => {
+                let (operation, swap_add, compare) = if kind == MessageKind::CompareSwap {
+                    (Operation::CompareSwap, swap, compare_add)
+                } else {
+                    (Operation::FetchAdd, compare_add, 0)
+                };
+                let Some(op) = Opcode::new(Transport::Rc, operation) else {
+                    return false;
+                };
+                hdr = Outgoing::new(op, psn, dest_qpn, self.pkey);
+                hdr.atomic = Some((addr, rkey, swap_add, compare));
+                hdr.ack_req = true;
+                finished = true;
+            }
+            (
+                MessageKind::Flush,
+                Remote::Flush {
+                    addr,
+                    length,
+                    rkey,
+                    placement_type,
+                    selectivity_level,
+                },
+            ) => {
+                let Some(op) = Opcode::new(Transport::Rc, Operation::Flush) else {
+                    return false;
+                };
+                hdr = Outgoing::new(op, psn, dest_qpn, self.pkey);
+                hdr.reth = Some((addr, rkey, length));
+                hdr.feth = Some((placement_type, selectivity_level));
+                hdr.ack_req = true;
+                finished = true;
+            }
+            (MessageKind::AtomicWrite, Remote::Rdma { addr, rkey }) => {
+                let Some(op) = Opcode::new(Transport::Rc, Operation::AtomicWrite)
+                else {
+                    return false;
+                };
+                hdr = Outgoing::new(op, psn, dest_qpn, self.pkey);
+                hdr.reth = Some((addr, rkey, 8));
+                hdr.ack_req = true;
+                payload_len = 8;
+                finished = true;
+            }
+            (_, remote) => {
+                let Ok(mut seg) = Segmenter::new(self.transport(), kind, wr.length, self.mtu)
+                else {
+                    self.fail(i, WcStatus::LocLenErr, out);
+                    return false;
+                };
+                seg.seek(self.cur_pkt);
+                let Some(s) = seg.next() else {
+                    self.advance();
+                    return true;
+                };
+                hdr = Outgoing::new(s.opcode, psn, dest_qpn, self.pkey);
+                payload_len = s.len;
+                payload_offset = s.offset;
+                let last = s.is_last();
+                match remote {
+                    Remote::Rdma { addr, rkey } if s.has_reth() => {
+                        hdr.reth = Some((addr, rkey, wr.length));
+                    }
+                    Remote::Ud {
+                        remote_qpn,
+                        remote_qkey,
+                        ah_num,
+                    } => {
+                        dest = Destination::AddressHandle(ah_num);
+                        hdr.dest_qpn = remote_qpn;
+                        // A Q_Key with the high bit set means "use the QP's" (IBTA 10.2.5).
+                        let qkey = if remote_qkey & 0x8000_0000 != 0 {
+                            self.qkey
+                        } else {
+                            remote_qkey
+                        };
+                        hdr.deth = Some((qkey, self.qpn));
+                    }
+                    _ => {}
+                }
+                if last {
+                    if s.opcode.operation().has_immediate() {
+                        hdr.imm = wr.imm_data;
+                    }
+                    if s.opcode.operation().has_invalidate() {
+                        hdr.ieth = wr.invalidate_rkey;
+                    }
+                    hdr.solicited = wr.flags.contains(SendFlags::SOLICITED);
+                }
+                hdr.ack_req = rc && (last || self.noack_pkts >= MAX_PKTS_PER_ACK);
+                finished = last;
+            }
+        }
+        if hdr.ack_req {
+            self.noack_pkts = 0;
+        } else {
+            self.noack_pkts = self.noack_pkts.saturating_add(1);
+        }
+        let slot = wr.slot;
+        let result = io::transmit(
+            out,
+            &hdr,
+            usize::try_from(payload_len).unwrap_or(usize::MAX),
+            dest,
+            |buf| mem.gather(WqeRef::Send(slot), payload_offset, buf),
+        );
+        match result {
+            Ok(()) => {}
+            Err(TxError::NoBuffer) => return false,
+            Err(TxError::Memory(_)) => {
+                self.fail(i, WcStatus::LocProtErr, out);
+                return false;
+            }
+            Err(TxError::Build) => {
+                self.fail(i, WcStatus::LocQpOpErr, out);
+                return false;
+            }
+        }
+        if rc && self.retrans_deadline.is_none() {
+            if let Some(nanos) = self.ack_timeout.nanos() {
+                let deadline = out.now().after_nanos(nanos);
+                self.retrans_deadline = Some(deadline);
+                out.arm(TimerId::Retransmit, deadline);
+            }
+        }
+        if finished {
+            if !rc {
+                if let Some(e) = self.entry_mut(i) {
+                    e.done = Some(WcStatus::Success);
+                }
+            }
+            self.advance();
+        } else {
+            self.cur_pkt = self.cur_pkt.saturating_add(1);
+        }
+        true
+    }
+
+    /// Marks the WQE at `i` done, releasing its read/atomic credit.
+    pub(super) fn finish(&mut self, i: usize, status: WcStatus) {
+        let mut release = false;
+        if let Some(e) = self.entry_mut(i) {
+            if e.done.is_none() {
+                e.done = Some(status);
+                release = e.assigned && e.wr.is_read_or_atomic();
+            }
+        }
+        if release {
+            self.rd_atomic = self.rd_atomic.saturating_sub(1);
+        }
+    }
+
+    /// Fails the WQE at `i` with `status`, flushes every other, enters the error state.
+    pub(super) fn fail<O>(&mut self, i: usize, status: WcStatus, out: &mut O)
+    where
+        O: Output + Clock + ?Sized,
+    {
+        let mut k = 0;
+        while k < self.len {
+            let s = if k == i {
+                status
+            } else {
+                WcStatus::WrFlushErr
+            };
+            self.finish(k, s);
+            k = k.wrapping_add(1);
+        }
+        self.enter_error(out);
+    }
+
+    /// Flushes every WQE and enters the error state (the QP failed elsewhere).
+    pub fn flush_all<O>(&mut self, out: &mut O)
+    where
+        O: Output + Clock + ?Sized,
+    {
+        self.fail(usize::MAX, WcStatus::WrFlushErr, out);
+    }
+
+    fn enter_error<O>(&mut self, out: &mut O)
+    where
+        O: Output + Clock + ?Sized,
+    {
+        self.error = true;
+        self.retrans_deadline = None;
+        self.rnr_wait = None;
+        out.cancel(TimerId::Retransmit);
+        out.cancel(TimerId::RnrRetry);
+        self.retire(out);
+    }
+
+    /// Completes finished WQEs from the head of the queue, in order.
+    pub(super) fn retire<O>(&mut self, out: &mut O)
+    where
+        O: Output + ?Sized,
+    {
+        while let Some(entry) = self.entry(0).copied() {
+            let Some(status) = entry.done else {
+                break;
+            };
+            if let Some(slot) = self.ring.get_mut(self.head) {
+                *slot = None;
+            }
+            self.head = self.head.wrapping_add(1).checked_rem(N).unwrap_or(0);
+            self.len = self.len.wrapping_sub(1);
+            if self.cur == 0 {
+                self.cur_pkt = 0;
+            }
+            self.cur = self.cur.saturating_sub(1);
+            let wr = entry.wr;
+            let signaled = self.sig_all || wr.flags.contains(SendFlags::SIGNALED);
+            if status != WcStatus::Success || signaled {
+                let byte_len = match wr.opcode {
+                    WrOpcode::AtomicCmpAndSwp | WrOpcode::AtomicFetchAndAdd => 8,
+                    _ => wr.length,
+                };
+                out.complete(Completion {
+                    queue: WorkQueue::Send,
+                    wr_id: wr.wr_id,
+                    slot: wr.slot,
+                    status,
+                    opcode: wr.wc_opcode(),
+                    byte_len,
+                    imm_data: None,
+                    invalidated_rkey: None,
+                    src_qpn: 0,
+                    grh: false,
+                    solicited: false,
+                });
+            }
+        }
+    }
+
+    /// Moves the send position back to `psn`, for a go-back-N retry.
+    pub(super) fn rewind(&mut self, psn: Psn) {
+        let mut k = 0;
+        while let Some(e) = self.entry(k).copied() {
+            if e.done.is_none() && e.contains(psn) {
+                self.cur = k;
+                self.cur_pkt = psn.distance_from(e.first_psn);
+                self.noack_pkts = 0;
+                self.retrans_deadline = None;
+                return;
+            }
+            k = k.wrapping_add(1);
+        }
+    }
+
+    /// Returns the number of response packets a READ of `len` bytes gets.
+    pub(super) fn read_packets(&self, len: u32) -> u32 {
+        packets_for(len, self.mtu.bytes())
+    }
+}

@@ -1,0 +1,792 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The responder: carries out received requests and answers them (IBTA 9.7.5).
+//!
+//! On RC a request is carried out only at the expected PSN, exactly once. A
+//! request ahead of it gets one PSN sequence error NAK until the expected PSN
+//! arrives; a request behind it is a duplicate: SEND, RDMA WRITE, ATOMIC
+//! WRITE and FLUSH are acknowledged again without being carried out, an RDMA
+//! READ or atomic is answered again from its responder resource (the range
+//! read, or the value an atomic returned) and never carried out twice. A SEND
+//! without a receive WQE gets an RNR NAK. Errors NAK the request and put the
+//! QP in the error state. ACKs are coalesced: a request asking for one marks
+//! it pending, and the pending ACK goes out at the end of a receive batch
+//! ([`Responder::flush_ack`]) or before any other response, so one ACK covers
+//! every request of the batch.
+//!
+//! On UC a lost packet drops the rest of its message and the next First or
+//! Only packet starts afresh; on UD each SEND Only is a message of its own.
+
+use super::aeth::{
+    NakCode,
+    Syndrome, //
+};
+use super::io::{
+    self,
+    AsyncEvent,
+    Completion,
+    Counter,
+    Destination,
+    Outgoing,
+    Output,
+    RecvWr,
+    TxError,
+    WcOpcode,
+    WcStatus,
+    WorkQueue, //
+};
+use super::memory::{
+    Access,
+    AccessError,
+    AtomicOp,
+    MemoryAccess,
+    WqeRef, //
+};
+use super::mtu::IbMtu;
+use super::opcode::{
+    OpClass,
+    Opcode,
+    Operation,
+    Position,
+    QpType,
+    Transport, //
+};
+use super::packet::Packet;
+use super::psn::{
+    Msn,
+    Psn, //
+};
+use super::qp::QpConfig;
+use super::segment::packets_for;
+use super::timer::RnrTimer;
+
+/// Bytes at the start of a UD receive buffer left for the GRH.
+pub const GRH_LEN: u32 = 40;
+
+/// A message being received.
+#[derive(Clone, Copy, Debug)]
+struct InMsg {
+    class: OpClass,
+    /// Bytes received so far.
+    offset: u32,
+    /// RDMA WRITE: the RETH.
+    va: u64,
+    rkey: u32,
+    dma_len: u32,
+}
+
+/// What a responder resource remembers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ResourceKind {
+    /// An RDMA READ: the range to read again.
+    Read { va: u64, rkey: u32, len: u32 },
+    /// A CmpSwap or FetchAdd: the value it returned.
+    Atomic { orig: u64 },
+}
+
+/// A responder resource: a READ or atomic carried out, kept for duplicates.
+#[derive(Clone, Copy, Debug)]
+struct Resource {
+    first_psn: Psn,
+    npsn: u32,
+    msn: Msn,
+    kind: ResourceKind,
+}
+
+/// Why a request was not carried out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Fault {
+    /// No receive WQE: RNR NAK.
+    Rnr,
+    /// Invalid request: bad opcode sequence, length or rights of the QP.
+    Invalid,
+    /// A message longer than the receive WQE.
+    Length,
+    /// An R_Key, range or rights violation.
+    Access,
+    /// The responder could not carry out a valid request.
+    Operational,
+}
+
+/// The receive side of a QP, with `R` responder resources.
+#[derive(Debug)]
+pub struct Responder<const R: usize> {
+    qp_type: QpType,
+    dest_qpn: u32,
+    pkey: u16,
+    qkey: u32,
+    mtu: IbMtu,
+    access: Access,
+    min_rnr_timer: RnrTimer,
+    epsn: Psn,
+    msn: Msn,
+    /// A sequence or RNR NAK was sent for `epsn`: send no more sequence NAKs.
+    nak_sent: bool,
+    ack_pending: Option<Psn>,
+    msg: Option<InMsg>,
+    /// The receive WQE taken for the message in progress (kept for reuse on UC).
+    recv: Option<RecvWr>,
+    /// UC: drop packets until the next First or Only.
+    drop_msg: bool,
+    resources: [Option<Resource>; R],
+    res_next: usize,
+    error: bool,
+}
+
+impl<const R: usize> Responder<R> {
+    /// Creates the receive side of a QP in the ready-to-receive state.
+    pub fn new(cfg: &QpConfig) -> Self {
+        Self {
+            qp_type: cfg.qp_type,
+            dest_qpn: cfg.dest_qpn,
+            pkey: cfg.pkey,
+            qkey: cfg.qkey,
+            mtu: cfg.mtu,
+            access: cfg.access,
+            min_rnr_timer: cfg.min_rnr_timer,
+            epsn: cfg.rq_psn,
+            msn: Msn::ZERO,
+            nak_sent: false,
+            ack_pending: None,
+            msg: None,
+            recv: None,
+            drop_msg: false,
+            resources: [None; R],
+            res_next: 0,
+            error: false,
+        }
+    }
+
+    /// Returns true once the receive side is in the error state.
+    pub fn is_error(&self) -> bool {
+        self.error
+    }
+
+    /// Returns the next PSN the responder expects.
+    pub fn expected_psn(&self) -> Psn {
+        self.epsn
+    }
+
+    /// Handles a request packet that passed [`Packet::check_qp`] for this QP.
+    pub fn on_request<M, O>(&mut self, pkt: &Packet<'_>, mem: &mut M, out: &mut O)
+    where
+        M: MemoryAccess + ?Sized,
+        O: Output + ?Sized,
+    {
+        if self.error || !pkt.opcode().is_request() {
+            out.count(Counter::DroppedPackets);
+            return;
+        }
+        out.count(Counter::ReceivedPackets);
+        match self.qp_type.transport() {
+            Transport::Rc => self.rc(pkt, mem, out),
+            Transport::Uc => self.uc(pkt, mem, out),
+            Transport::Ud => self.ud(pkt, mem, out),
+        }
+    }
+
+    /// Sends the coalesced ACK, if one is pending; call at the end of a receive batch.
+    pub fn flush_ack<O: Output + ?Sized>(&mut self, out: &mut O) {
+        if let Some(psn) = self.ack_pending.take() {
+            self.send_ack(out, Syndrome::ACK_UNLIMITED, psn, self.msn);
+        }
+    }
+
+    fn send_ack<O: Output + ?Sized>(&mut self, out: &mut O, syndrome: Syndrome, psn: Psn, msn: Msn) {
+        let Some(op) = Opcode::new(Transport::Rc, Operation::Acknowledge) else {
+            return;
+        };
+        let mut hdr = Outgoing::new(op, psn, self.dest_qpn, self.pkey);
+        hdr.aeth = Some((syndrome, msn));
+        // A lost ACK is recovered by the requester's retry.
+        let _ = io::transmit(out, &hdr, 0, Destination::Connected, |_| Ok(()));
+    }
+
+    fn rc<M, O>(&mut self, pkt: &Packet<'_>, mem: &mut M, out: &mut O)
+    where
+        M: MemoryAccess + ?Sized,
+        O: Output + ?Sized,
+    {
+        let psn = pkt.psn();
+        if psn.is_after(self.epsn) {
+            out.count(Counter::OutOfSequence);
+            if !self.nak_sent {
+                self.nak_sent = true;
+                self.flush_ack(out);
+                let nak = Syndrome::Nak(NakCode::PsnSequenceError);
+                self.send_ack(out, nak, self.epsn, self.msn);
+            }
+            return;
+        }
+        if psn.is_before(self.epsn) {
+            out.count(Counter::DuplicateRequest);
+            self.duplicate(pkt, mem, out);
+            return;
+        }
+        let class = pkt.opcode().class();
+        let result = match class {
+            OpClass::Send | OpClass::RdmaWrite => self.send_write(pkt, mem, out).map(|()| 1),
+            OpClass::RdmaRead => self.read(pkt, mem, out),
+            OpClass::Atomic => self.atomic(pkt, mem, out).map(|()| 1),
+            OpClass::AtomicWrite => self.atomic_write(pkt, mem).map(|()| 1),
+            OpClass::Flush => self.flush(pkt, mem).map(|()| 1),
+            OpClass::ReadResponse | OpClass::Acknowledge | OpClass::AtomicAcknowledge => {
+                Err(Fault::Invalid)
+            }
+        };
+        match result {
+            Ok(npsn) => {
+                self.epsn = psn.add(npsn);
+                self.nak_sent = false;
+                let acked_by_response = matches!(class, OpClass::RdmaRead | OpClass::Atomic);
+                if pkt.bth().ack_req() && !acked_by_response {
+                    self.ack_pending = Some(psn);
+                }
+            }
+            Err(Fault::Rnr) => {
+                out.count(Counter::RnrNakSent);
+                self.nak_sent = true;
+                self.flush_ack(out);
+                self.send_ack(out, Syndrome::RnrNak(self.min_rnr_timer), psn, self.msn);
+            }
+            Err(fault) => self.fatal(fault, psn, out),
+        }
+    }
+
+    /// Answers a duplicate RC request without carrying it out again.
+    fn duplicate<M, O>(&mut self, pkt: &Packet<'_>, mem: &mut M, out: &mut O)
+    where
+        M: MemoryAccess + ?Sized,
+        O: Output + ?Sized,
+    {
+        let psn = pkt.psn();
+        match pkt.opcode().class() {
+            OpClass::RdmaRead => {
+                let found = self.resources.iter().flatten().copied().find(|r| {
+                    matches!(r.kind, ResourceKind::Read { .. }) && psn.in_window(r.first_psn, r.npsn)
+                });
+                let Some(res) = found else {
+                    out.count(Counter::DroppedPackets);
+                    return;
+                };
+                if let (ResourceKind::Read { rkey, .. }, Some(reth)) = (res.kind, pkt.reth()) {
+                    if reth.rkey() != rkey {
+                        out.count(Counter::DroppedPackets);
+                        return;
+                    }
+                }
+                self.flush_ack(out);
+                let start = psn.distance_from(res.first_psn);
+                // A failure here is a failure of the original read too; the
+                // requester times out.
+                let _ = self.send_read_responses(&res, start, mem, out);
+            }
+            OpClass::Atomic => {
+                let found = self.resources.iter().flatten().copied().find(|r| {
+                    matches!(r.kind, ResourceKind::Atomic { .. }) && r.first_psn == psn
+                });
+                match found {
+                    Some(Resource {
+                        kind: ResourceKind::Atomic { orig },
+                        msn,
+                        ..
+                    }) => {
+                        self.flush_ack(out);
+                        self.send_atomic_ack(out, psn, orig, msn);
+                    }
+                    _ => out.count(Counter::DroppedPackets),
+                }
+            }
+            _ => {
+                // Carried out already: acknowledge everything received so far.
+                self.ack_pending = Some(self.epsn.prev());
+            }
+        }
+    }
+
+    /// Carries out one packet of a SEND or RDMA WRITE (RC and UC).
+    fn send_write<M, O>(&mut self, pkt: &Packet<'_>, mem: &mut M, out: &mut O) -> Result<(), Fault>
+    where
+        M: MemoryAccess + ?Sized,
+        O: Output + ?Sized,
+    {
+        let op = pkt.opcode();
+        let pos = op.position();
+        let class = op.class();
+        let payload = pkt.payload();
+        let plen = u32::try_from(payload.len()).map_err(|_| Fault::Invalid)?;
+        match self.msg {
+            Some(m) if m.class != class || pos.is_start() => return Err(Fault::Invalid),
+            None if !pos.is_start() => return Err(Fault::Invalid),
+            _ => {}
+        }
+        if class == OpClass::Send {
+            if pos.is_start() {
+                let wr = match self.recv {
+                    Some(wr) => wr,
+                    None => out.take_recv().ok_or(Fault::Rnr)?,
+                };
+                self.recv = Some(wr);
+                self.msg = Some(InMsg {
+                    class,
+                    offset: 0,
+                    va: 0,
+                    rkey: 0,
+                    dma_len: 0,
+                });
+            }
+            let (Some(wr), Some(mut m)) = (self.recv, self.msg) else {
+                return Err(Fault::Invalid);
+            };
+            let end = m.offset.checked_add(plen).ok_or(Fault::Length)?;
+            if end > wr.length {
+                return Err(Fault::Length);
+            }
+            mem.scatter(WqeRef::Recv(wr.slot), m.offset, payload)
+                .map_err(|_| Fault::Operational)?;
+            m.offset = end;
+            self.msg = Some(m);
+            if pos.is_end() {
+                let mut invalidated = None;
+                if let Some(ieth) = pkt.ieth() {
+                    mem.invalidate(ieth.rkey()).map_err(|_| Fault::Invalid)?;
+                    invalidated = Some(ieth.rkey());
+                }
+                self.msg = None;
+                self.recv = None;
+                self.msn = self.msn.next();
+                out.complete(recv_completion(
+                    wr,
+                    WcStatus::Success,
+                    WcOpcode::Recv,
+                    end,
+                    pkt,
+                    invalidated,
+                ));
+            }
+            return Ok(());
+        }
+        // RDMA WRITE.
+        if !self.access.contains(Access::REMOTE_WRITE) {
+            return Err(Fault::Invalid);
+        }
+        if pos.is_start() {
+            let reth = pkt.reth().ok_or(Fault::Invalid)?;
+            mem.check_remote(reth.rkey(), reth.va(), reth.dma_len(), Access::REMOTE_WRITE)
+                .map_err(|_| Fault::Access)?;
+            self.msg = Some(InMsg {
+                class,
+                offset: 0,
+                va: reth.va(),
+                rkey: reth.rkey(),
+                dma_len: reth.dma_len(),
+            });
+        }
+        let Some(mut m) = self.msg else {
+            return Err(Fault::Invalid);
+        };
+        let end = m.offset.checked_add(plen).ok_or(Fault::Invalid)?;
+        if end > m.dma_len || (pos.is_end() && end != m.dma_len) {
+            return Err(Fault::Invalid);
+        }
+        let wr = if pos.is_end() && op.operation().has_immediate() {
+            let wr = match self.recv {
+                Some(wr) => wr,
+                None => out.take_recv().ok_or(Fault::Rnr)?,
+            };
+            self.recv = Some(wr);
+            Some(wr)
+        } else {
+            None
+        };
+        let va = m.va.wrapping_add(u64::from(m.offset));
+        mem.write_remote(m.rkey, va, payload)
+            .map_err(|_| Fault::Access)?;
+        m.offset = end;
+        self.msg = Some(m);
+        if pos.is_end() {
+            self.msg = None;
+            self.msn = self.msn.next();
+            if let Some(wr) = wr {
+                self.recv = None;
+                out.complete(recv_completion(
+                    wr,
+                    WcStatus::Success,
+                    WcOpcode::RecvRdmaWithImm,
+                    m.dma_len,
+                    pkt,
+                    None,
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Carries out an RDMA READ request; returns the PSNs its responses use.
+    fn read<M, O>(&mut self, pkt: &Packet<'_>, mem: &mut M, out: &mut O) -> Result<u32, Fault>
+    where
+        M: MemoryAccess + ?Sized,
+        O: Output + ?Sized,
+    {
+        if self.msg.is_some() || !self.access.contains(Access::REMOTE_READ) {
+            return Err(Fault::Invalid);
+        }
+        let reth = pkt.reth().ok_or(Fault::Invalid)?;
+        mem.check_remote(reth.rkey(), reth.va(), reth.dma_len(), Access::REMOTE_READ)
+            .map_err(|_| Fault::Access)?;
+        let npsn = packets_for(reth.dma_len(), self.mtu.bytes());
+        self.msn = self.msn.next();
+        let res = Resource {
+            first_psn: pkt.psn(),
+            npsn,
+            msn: self.msn,
+            kind: ResourceKind::Read {
+                va: reth.va(),
+                rkey: reth.rkey(),
+                len: reth.dma_len(),
+            },
+        };
+        self.store(res);
+        self.flush_ack(out);
+        self.send_read_responses(&res, 0, mem, out)?;
+        Ok(npsn)
+    }
+
+    fn store(&mut self, res: Resource) {
+        if let Some(slot) = self.resources.get_mut(self.res_next) {
+            *slot = Some(res);
+        }
+        self.res_next = self.res_next.wrapping_add(1).checked_rem(R).unwrap_or(0);
+    }
+
+    /// Sends the responses of a READ from response `start` on.
+    fn send_read_responses<M, O>(
+        &mut self,
+        res: &Resource,
+        start: u32,
+        mem: &mut M,
+        out: &mut O,
+    ) -> Result<(), Fault>
+    where
+        M: MemoryAccess + ?Sized,
+        O: Output + ?Sized,
+    {
+        let ResourceKind::Read { va, rkey, len } = res.kind else {
+            return Ok(());
+        };
+        let mtu = self.mtu.bytes();
+        let last = res.npsn.saturating_sub(1);
+        let mut idx = start;
+        while idx <= last {
+            let offset = idx.saturating_mul(mtu);
+            let plen = len.saturating_sub(offset).min(mtu);
+            let pos = match (idx == start, idx == last) {
+                (true, true) => Position::Only,
+                (true, false) => Position::First,
+                (false, true) => Position::Last,
+                (false, false) => Position::Middle,
+            };
+            let operation = match pos {
+                Position::First => Operation::RdmaReadResponseFirst,
+                Position::Middle => Operation::RdmaReadResponseMiddle,
+                Position::Last => Operation::RdmaReadResponseLast,
+                Position::Only => Operation::RdmaReadResponseOnly,
+            };
+            let op = Opcode::new(Transport::Rc, operation).ok_or(Fault::Operational)?;
+            let mut hdr = Outgoing::new(op, res.first_psn.add(idx), self.dest_qpn, self.pkey);
+            if pos != Position::Middle {
+                hdr.aeth = Some((Syndrome::ACK_UNLIMITED, res.msn));
+            }
+            let src = va.wrapping_add(u64::from(offset));
+            let r = io::transmit(
+                out,
+                &hdr,
+                usize::try_from(plen).unwrap_or(usize::MAX),
+                Destination::Connected,
+                |buf| mem.read_remote(rkey, src, buf),
+            );
+            match r {
+                Ok(()) => {}
+                // The requester will ask again for what it misses.
+                Err(TxError::NoBuffer) => return Ok(()),
+                Err(TxError::Memory(_)) => return Err(Fault::Access),
+                Err(TxError::Build) => return Err(Fault::Operational),
+            }
+            idx = idx.wrapping_add(1);
+        }
+        Ok(())
+    }
+
+    fn send_atomic_ack<O: Output + ?Sized>(&mut self, out: &mut O, psn: Psn, orig: u64, msn: Msn) {
+        let Some(op) = Opcode::new(Transport::Rc, Operation::AtomicAcknowledge) else {
+            return;
+        };
+        let mut hdr = Outgoing::new(op, psn, self.dest_qpn, self.pkey);
+        hdr.aeth = Some((Syndrome::ACK_UNLIMITED, msn));
+        hdr.atomic_ack = Some(orig);
+        // If lost, the duplicate request is answered from the resource.
+        let _ = io::transmit(out, &hdr, 0, Destination::Connected, |_| Ok(()));
+    }
+
+    /// Carries out a CmpSwap or FetchAdd.
+    fn atomic<M, O>(&mut self, pkt: &Packet<'_>, mem: &mut M, out: &mut O) -> Result<(), Fault>
+    where
+        M: MemoryAccess + ?Sized,
+        O: Output + ?Sized,
+    {
+        if self.msg.is_some() || !self.access.contains(Access::REMOTE_ATOMIC) {
+            return Err(Fault::Invalid);
+        }
+        let eth = pkt.atomic_eth().ok_or(Fault::Invalid)?;
+        if eth.va() & 7 != 0 {
+            return Err(Fault::Invalid);
+        }
+        let op = if pkt.opcode().operation() == Operation::CompareSwap {
+            AtomicOp::CompareSwap {
+                compare: eth.compare(),
+                swap: eth.swap_add(),
+            }
+        } else {
+            AtomicOp::FetchAdd {
+                add: eth.swap_add(),
+            }
+        };
+        let orig = mem
+            .atomic(eth.rkey(), eth.va(), op)
+            .map_err(access_fault)?;
+        self.msn = self.msn.next();
+        let psn = pkt.psn();
+        self.store(Resource {
+            first_psn: psn,
+            npsn: 1,
+            msn: self.msn,
+            kind: ResourceKind::Atomic { orig },
+        });
+        self.flush_ack(out);
+        self.send_atomic_ack(out, psn, orig, self.msn);
+        Ok(())
+    }
+
+    /// Carries out an ATOMIC WRITE.
+    fn atomic_write<M>(&mut self, pkt: &Packet<'_>, mem: &mut M) -> Result<(), Fault>
+    where
+        M: MemoryAccess + ?Sized,
+    {
+        if self.msg.is_some() || !self.access.contains(Access::REMOTE_WRITE) {
+            return Err(Fault::Invalid);
+        }
+        let reth = pkt.reth().ok_or(Fault::Invalid)?;
+        let value: [u8; 8] = pkt.payload().try_into().map_err(|_| Fault::Invalid)?;
+        if reth.va() & 7 != 0 {
+            return Err(Fault::Invalid);
+        }
+        mem.atomic(reth.rkey(), reth.va(), AtomicOp::Write { value })
+            .map_err(access_fault)?;
+        self.msn = self.msn.next();
+        Ok(())
+    }
+
+    /// Carries out a FLUSH.
+    fn flush<M>(&mut self, pkt: &Packet<'_>, mem: &mut M) -> Result<(), Fault>
+    where
+        M: MemoryAccess + ?Sized,
+    {
+        if self.msg.is_some() {
+            return Err(Fault::Invalid);
+        }
+        let (Some(reth), Some(feth)) = (pkt.reth(), pkt.feth()) else {
+            return Err(Fault::Invalid);
+        };
+        let right = match feth.placement_type() {
+            1 => Access::FLUSH_GLOBAL,
+            2 => Access::FLUSH_PERSISTENT,
+            _ => return Err(Fault::Invalid),
+        };
+        if !self.access.contains(right) {
+            return Err(Fault::Invalid);
+        }
+        mem.flush(reth.rkey(), reth.va(), reth.dma_len(), feth.placement_type())
+            .map_err(access_fault)?;
+        self.msn = self.msn.next();
+        Ok(())
+    }
+
+    /// NAKs the request at `psn` and enters the error state (RC).
+    fn fatal<O: Output + ?Sized>(&mut self, fault: Fault, psn: Psn, out: &mut O) {
+        self.flush_ack(out);
+        let (code, event, status) = match fault {
+            Fault::Length => (
+                NakCode::InvalidRequest,
+                AsyncEvent::QpRequestError,
+                WcStatus::LocLenErr,
+            ),
+            Fault::Access => (
+                NakCode::RemoteAccessError,
+                AsyncEvent::QpAccessError,
+                WcStatus::WrFlushErr,
+            ),
+            Fault::Operational => (
+                NakCode::RemoteOperationalError,
+                AsyncEvent::QpFatal,
+                WcStatus::LocProtErr,
+            ),
+            Fault::Invalid | Fault::Rnr => (
+                NakCode::InvalidRequest,
+                AsyncEvent::QpRequestError,
+                WcStatus::WrFlushErr,
+            ),
+        };
+        self.send_ack(out, Syndrome::Nak(code), psn, self.msn);
+        out.async_event(event);
+        self.enter_error(status, out);
+    }
+
+    /// Enters the error state: completes the WQE in progress with `status`
+    /// and flushes the receive queue.
+    pub(super) fn enter_error<O: Output + ?Sized>(&mut self, status: WcStatus, out: &mut O) {
+        self.error = true;
+        self.msg = None;
+        self.ack_pending = None;
+        if let Some(wr) = self.recv.take() {
+            out.complete(flushed(wr, status));
+        }
+        self.flush_recv(out);
+    }
+
+    /// Completes every receive WQE left with a flush error (error state only).
+    pub fn flush_recv<O: Output + ?Sized>(&mut self, out: &mut O) {
+        if !self.error {
+            return;
+        }
+        while let Some(wr) = out.take_recv() {
+            out.complete(flushed(wr, WcStatus::WrFlushErr));
+        }
+    }
+
+    fn uc<M, O>(&mut self, pkt: &Packet<'_>, mem: &mut M, out: &mut O)
+    where
+        M: MemoryAccess + ?Sized,
+        O: Output + ?Sized,
+    {
+        let psn = pkt.psn();
+        let pos = pkt.opcode().position();
+        if self.msg.is_some() && psn != self.epsn {
+            // A packet of the message was lost: drop the message.
+            self.msg = None;
+            self.drop_msg = true;
+        }
+        if pos.is_start() {
+            if psn.is_before(self.epsn) {
+                out.count(Counter::DuplicateRequest);
+                return;
+            }
+            self.msg = None;
+            self.drop_msg = false;
+            self.epsn = psn;
+        } else if self.drop_msg || self.msg.is_none() || psn != self.epsn {
+            out.count(Counter::DroppedPackets);
+            return;
+        }
+        self.epsn = psn.next();
+        match self.send_write(pkt, mem, out) {
+            Ok(()) => {}
+            Err(Fault::Length) => {
+                if let Some(wr) = self.recv.take() {
+                    out.complete(flushed(wr, WcStatus::LocLenErr));
+                }
+                self.msg = None;
+                self.drop_msg = true;
+            }
+            Err(_) => {
+                out.count(Counter::DroppedPackets);
+                self.msg = None;
+                self.drop_msg = true;
+            }
+        }
+    }
+
+    fn ud<M, O>(&mut self, pkt: &Packet<'_>, mem: &mut M, out: &mut O)
+    where
+        M: MemoryAccess + ?Sized,
+        O: Output + ?Sized,
+    {
+        let Some(deth) = pkt.deth() else {
+            out.count(Counter::DroppedPackets);
+            return;
+        };
+        if deth.qkey() != self.qkey || pkt.opcode().class() != OpClass::Send {
+            out.count(Counter::DroppedPackets);
+            return;
+        }
+        let Some(wr) = out.take_recv() else {
+            out.count(Counter::DroppedPackets);
+            return;
+        };
+        let payload = pkt.payload();
+        let len = u32::try_from(payload.len())
+            .ok()
+            .and_then(|n| n.checked_add(GRH_LEN));
+        let status = match len {
+            Some(len) if len <= wr.length => {
+                match mem.scatter(WqeRef::Recv(wr.slot), GRH_LEN, payload) {
+                    Ok(()) => WcStatus::Success,
+                    Err(_) => WcStatus::LocProtErr,
+                }
+            }
+            _ => WcStatus::LocLenErr,
+        };
+        let mut c = recv_completion(wr, status, WcOpcode::Recv, len.unwrap_or(0), pkt, None);
+        c.src_qpn = deth.src_qpn();
+        c.grh = true;
+        out.complete(c);
+    }
+}
+
+fn access_fault(e: AccessError) -> Fault {
+    match e {
+        AccessError::Misaligned => Fault::Invalid,
+        AccessError::InvalidKey
+        | AccessError::AccessDenied
+        | AccessError::OutOfRange
+        | AccessError::TooShort => Fault::Access,
+    }
+}
+
+fn recv_completion(
+    wr: RecvWr,
+    status: WcStatus,
+    opcode: WcOpcode,
+    byte_len: u32,
+    pkt: &Packet<'_>,
+    invalidated_rkey: Option<u32>,
+) -> Completion {
+    Completion {
+        queue: WorkQueue::Recv,
+        wr_id: wr.wr_id,
+        slot: wr.slot,
+        status,
+        opcode,
+        byte_len,
+        imm_data: pkt.imm_dt().map(|h| h.imm()),
+        invalidated_rkey,
+        src_qpn: 0,
+        grh: false,
+        solicited: pkt.bth().solicited(),
+    }
+}
+
+fn flushed(wr: RecvWr, status: WcStatus) -> Completion {
+    Completion {
+        queue: WorkQueue::Recv,
+        wr_id: wr.wr_id,
+        slot: wr.slot,
+        status,
+        opcode: WcOpcode::Recv,
+        byte_len: 0,
+        imm_data: None,
+        invalidated_rkey: None,
+        src_qpn: 0,
+        grh: false,
+        solicited: false,
+    }
+}
