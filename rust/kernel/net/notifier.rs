@@ -101,6 +101,9 @@ impl<T: NetdevNotify> NetdevNotifier<T> {
         })
     }
 
+    /// # Safety
+    ///
+    /// Called by the netdevice notifier chain only.
     unsafe extern "C" fn notifier_call(
         _nb: *mut bindings::notifier_block,
         event: c_ulong,

@@ -58,7 +58,13 @@ impl SkBuff {
     /// Returns the device the buffer arrived on or leaves by, if any.
     pub fn dev(&self) -> Option<&NetDevice> {
         // SAFETY: The buffer is valid and owned.
-        let dev = unsafe { (*self.as_raw()).__bindgen_anon_1.__bindgen_anon_1.__bindgen_anon_1.dev };
+        let dev = unsafe {
+            (*self.as_raw())
+                .__bindgen_anon_1
+                .__bindgen_anon_1
+                .__bindgen_anon_1
+                .dev
+        };
         if dev.is_null() {
             None
         } else {

@@ -67,13 +67,17 @@ impl<R: EncapRecv> UdpTunnelSocket<R> {
             Family::Ipv4 => {
                 cfg.family = bindings::AF_INET as u8;
                 // SAFETY: `net` is valid, `cfg` and `sock` are valid for the call.
-                to_result(unsafe { bindings::udp_sock_create4(net.as_raw(), &mut cfg, &mut sock) })?;
+                to_result(unsafe {
+                    bindings::udp_sock_create4(net.as_raw(), &mut cfg, &mut sock)
+                })?;
             }
             Family::Ipv6 => {
                 cfg.family = bindings::AF_INET6 as u8;
                 cfg.set_ipv6_v6only(1);
                 // SAFETY: `net` is valid, `cfg` and `sock` are valid for the call.
-                to_result(unsafe { bindings::udp_sock_create6(net.as_raw(), &mut cfg, &mut sock) })?;
+                to_result(unsafe {
+                    bindings::udp_sock_create6(net.as_raw(), &mut cfg, &mut sock)
+                })?;
             }
         }
         let sock = NonNull::new(sock).ok_or(ENOMEM)?;
@@ -91,6 +95,9 @@ impl<R: EncapRecv> UdpTunnelSocket<R> {
         })
     }
 
+    /// # Safety
+    ///
+    /// Called by UDP only, as `encap_rcv` of a tunnel socket, with a buffer it hands over.
     unsafe extern "C" fn encap_rcv(_sk: *mut bindings::sock, skb: *mut bindings::sk_buff) -> c_int {
         if let Some(skb) = NonNull::new(skb) {
             // SAFETY: Returning 0 tells UDP the handler consumed the buffer: it is ours.

@@ -7,7 +7,7 @@
 //! Life of a device:
 //!
 //! ```text
-//!   Device::new()          register()                 unregister (any path)
+//!  Unregistered::new()      register()                 unregister (any path)
 //! ----------------> Unregistered ----------> owned by the core ---------------------> freed
 //!  _ib_alloc_device,  (drop: ib_dealloc_device)        dealloc_driver drops the data,
 //!  data initialised                                    then the core frees the memory
@@ -24,11 +24,9 @@ use crate::{
     error::to_result,
     net::device::NetDevice,
     prelude::*,
-    rdma::{
-        driver::{
-            Driver,
-            OpsTable, //
-        },
+    rdma::driver::{
+        Driver,
+        OpsTable, //
     },
     sync::aref::ARef,
     types::Opaque, //
@@ -71,41 +69,6 @@ impl<T: Driver> Deref for Device<T> {
 }
 
 impl<T: Driver> Device<T> {
-    /// Allocates a device through the RDMA core and initialises its data in place.
-    ///
-    /// `module` becomes the owner of the device's ops: user contexts hold it.
-    pub fn new(
-        module: &'static ThisModule,
-        data: impl PinInit<T::Data, Error>,
-    ) -> Result<Unregistered<T>> {
-        // `_ib_alloc_device` uses `kzalloc`: make the size honour our alignment.
-        let layout = Kmalloc::aligned_layout(Layout::new::<Self>());
-
-        // SAFETY: FFI call; `init_net` is a static namespace. The size covers `ib_device`, which
-        // is our first field.
-        let raw = unsafe { bindings::_ib_alloc_device(layout.size(), &raw mut bindings::init_net) };
-        let raw = NonNull::new(raw.cast::<Self>()).ok_or(ENOMEM)?;
-
-        // SAFETY: `raw` points to a zeroed allocation of the size of `Self`.
-        let data_ptr = unsafe { &raw mut (*raw.as_ptr()).data };
-        // SAFETY: `data_ptr` is valid for writes and never moves: the core owns the allocation.
-        if let Err(e) = unsafe { data.__pinned_init(data_ptr) } {
-            // SAFETY: No ops are installed yet, so this frees the memory without touching
-            // `data`.
-            unsafe { bindings::ib_dealloc_device(raw.as_ptr().cast()) };
-            return Err(e);
-        }
-
-        let ibdev = raw.as_ptr().cast::<bindings::ib_device>();
-        // SAFETY: `ibdev` is valid and private to us; the table is `'static`.
-        unsafe {
-            bindings::ib_set_device_ops(ibdev, const { &OpsTable::<T>::OPS });
-            (*ibdev).ops.owner = module.as_ptr();
-        }
-        // INVARIANT: The data is initialised and `dealloc_driver` installed.
-        Ok(Unregistered(raw, PhantomData))
-    }
-
     /// Returns the raw pointer.
     pub fn as_raw(&self) -> *mut bindings::ib_device {
         self.ibdev.get()
@@ -115,7 +78,7 @@ impl<T: Driver> Device<T> {
     ///
     /// # Safety
     ///
-    /// `ptr` must be a device of driver `T` (built by [`Device::new`]) whose data stays
+    /// `ptr` must be a device of driver `T` (built by [`Unregistered::new`]) whose data stays
     /// initialised for `'a`.
     pub(crate) unsafe fn from_raw<'a>(ptr: *mut bindings::ib_device) -> &'a Self {
         // SAFETY: `ibdev` is the first field of the `repr(C)` container.
@@ -203,7 +166,7 @@ impl<T: Driver> Device<T> {
 ///
 /// # Invariants
 ///
-/// `self.0` is a valid, unregistered device built by [`Device::new`], owned by us.
+/// `self.0` is a valid, unregistered device built by [`Unregistered::new`], owned by us.
 pub struct Unregistered<T: Driver>(NonNull<Device<T>>, PhantomData<Device<T>>);
 
 impl<T: Driver> Deref for Unregistered<T> {
@@ -216,6 +179,38 @@ impl<T: Driver> Deref for Unregistered<T> {
 }
 
 impl<T: Driver> Unregistered<T> {
+    /// Allocates a device through the RDMA core and initialises its data in place.
+    ///
+    /// `module` becomes the owner of the device's ops: user contexts hold it.
+    pub fn new(module: &'static ThisModule, data: impl PinInit<T::Data, Error>) -> Result<Self> {
+        // `_ib_alloc_device` uses `kzalloc`: make the size honour our alignment.
+        let layout = Kmalloc::aligned_layout(Layout::new::<Device<T>>());
+
+        // SAFETY: FFI call; `init_net` is a static namespace. The size covers `ib_device`, which
+        // is our first field.
+        let raw = unsafe { bindings::_ib_alloc_device(layout.size(), &raw mut bindings::init_net) };
+        let raw = NonNull::new(raw.cast::<Device<T>>()).ok_or(ENOMEM)?;
+
+        // SAFETY: `raw` points to a zeroed allocation of the size of `Device<T>`.
+        let data_ptr = unsafe { &raw mut (*raw.as_ptr()).data };
+        // SAFETY: `data_ptr` is valid for writes and never moves: the core owns the allocation.
+        if let Err(e) = unsafe { data.__pinned_init(data_ptr) } {
+            // SAFETY: No ops are installed yet, so this frees the memory without touching
+            // `data`.
+            unsafe { bindings::ib_dealloc_device(raw.as_ptr().cast()) };
+            return Err(e);
+        }
+
+        let ibdev = raw.as_ptr().cast::<bindings::ib_device>();
+        // SAFETY: `ibdev` is valid and private to us; the table is `'static`.
+        unsafe {
+            bindings::ib_set_device_ops(ibdev, const { &OpsTable::<T>::OPS });
+            (*ibdev).ops.owner = module.as_ptr();
+        }
+        // INVARIANT: The data is initialised and `dealloc_driver` installed.
+        Ok(Self(raw, PhantomData))
+    }
+
     fn raw(&mut self) -> &mut bindings::ib_device {
         // SAFETY: By the type invariant the device is valid and not yet visible to anyone.
         unsafe { &mut *self.0.as_ptr().cast::<bindings::ib_device>() }
@@ -231,7 +226,7 @@ impl<T: Driver> Unregistered<T> {
         let dst = &mut self.raw().node_desc;
         let n = desc.len().min(dst.len() - 1);
         for (d, s) in dst.iter_mut().zip(desc.iter().take(n)) {
-            *d = *s as _;
+            *d = *s as c_char;
         }
         dst[n] = 0;
     }

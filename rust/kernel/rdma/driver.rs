@@ -93,25 +93,39 @@ impl<T: Driver> OpsTable<T> {
         unsafe { Device::from_raw(ibdev) }
     }
 
+    /// # Safety
+    ///
+    /// Called by the RDMA core only, with the arguments of this op of `struct ib_device_ops`.
     unsafe extern "C" fn dealloc_driver(ibdev: *mut bindings::ib_device) {
         // SAFETY: The core calls this exactly once, last; nothing uses the data afterwards.
         unsafe { core::ptr::drop_in_place(Device::<T>::data_ptr(ibdev)) };
     }
 
+    /// # Safety
+    ///
+    /// Called by the RDMA core only, with the arguments of this op of `struct ib_device_ops`.
     unsafe extern "C" fn query_device(
         ibdev: *mut bindings::ib_device,
         attr: *mut bindings::ib_device_attr,
         udata: *mut bindings::ib_udata,
     ) -> c_int {
         // SAFETY: The core passes a valid device, attribute buffer and optional udata.
-        let (dev, attr, mut udata) =
-            unsafe { (Self::dev(ibdev), DeviceAttr::from_raw(attr), UData::from_raw(udata)) };
+        let (dev, attr, mut udata) = unsafe {
+            (
+                Self::dev(ibdev),
+                DeviceAttr::from_raw(attr),
+                UData::from_raw(udata),
+            )
+        };
         match T::query_device(dev, attr, &mut udata) {
             Ok(()) => 0,
             Err(e) => e.to_errno(),
         }
     }
 
+    /// # Safety
+    ///
+    /// Called by the RDMA core only, with the arguments of this op of `struct ib_device_ops`.
     unsafe extern "C" fn query_port(
         ibdev: *mut bindings::ib_device,
         port: u32,
@@ -125,6 +139,9 @@ impl<T: Driver> OpsTable<T> {
         }
     }
 
+    /// # Safety
+    ///
+    /// Called by the RDMA core only, with the arguments of this op of `struct ib_device_ops`.
     unsafe extern "C" fn get_port_immutable(
         ibdev: *mut bindings::ib_device,
         port: u32,
@@ -138,6 +155,9 @@ impl<T: Driver> OpsTable<T> {
         }
     }
 
+    /// # Safety
+    ///
+    /// Called by the RDMA core only, with the arguments of this op of `struct ib_device_ops`.
     unsafe extern "C" fn get_link_layer(
         ibdev: *mut bindings::ib_device,
         port: u32,
@@ -146,6 +166,9 @@ impl<T: Driver> OpsTable<T> {
         T::get_link_layer(unsafe { Self::dev(ibdev) }, port) as bindings::rdma_link_layer
     }
 
+    /// # Safety
+    ///
+    /// Called by the RDMA core only, with the arguments of this op of `struct ib_device_ops`.
     unsafe extern "C" fn query_pkey(
         ibdev: *mut bindings::ib_device,
         port: u32,
@@ -163,6 +186,9 @@ impl<T: Driver> OpsTable<T> {
         }
     }
 
+    /// # Safety
+    ///
+    /// Called by the RDMA core only, with the arguments of this op of `struct ib_device_ops`.
     unsafe extern "C" fn alloc_ucontext(
         ibuc: *mut bindings::ib_ucontext,
         udata: *mut bindings::ib_udata,
@@ -180,12 +206,18 @@ impl<T: Driver> OpsTable<T> {
         }
     }
 
+    /// # Safety
+    ///
+    /// Called by the RDMA core only, with the arguments of this op of `struct ib_device_ops`.
     unsafe extern "C" fn dealloc_ucontext(ibuc: *mut bindings::ib_ucontext) {
         // SAFETY: `alloc_ucontext` succeeded for this context, so its data is initialised; the
         // core calls this once, after the last use.
         unsafe { core::ptr::drop_in_place(UContext::<T>::data_ptr(ibuc)) };
     }
 
+    /// # Safety
+    ///
+    /// Called by the RDMA core only, with the arguments of this op of `struct ib_device_ops`.
     unsafe extern "C" fn mmap(
         ibuc: *mut bindings::ib_ucontext,
         vma: *mut bindings::vm_area_struct,

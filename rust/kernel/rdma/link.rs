@@ -149,6 +149,9 @@ impl<L: LinkOps> LinkRegistration<L> {
         &self.link
     }
 
+    /// # Safety
+    ///
+    /// Called by the RDMA core only, as `newlink` of a registered `struct rdma_link_ops`.
     unsafe extern "C" fn newlink(name: *const c_char, ndev: *mut bindings::net_device) -> c_int {
         let this = L::slot().0.load(Ordering::Acquire);
         if this.is_null() {

@@ -99,7 +99,10 @@ mod tests {
             eui64_from_mac([0x52, 0x54, 0x00, 0x12, 0x34, 0x56]),
             [0x50, 0x54, 0x00, 0xff, 0xfe, 0x12, 0x34, 0x56]
         );
-        assert_eq!(eui64_from_mac([0x02, 0, 0, 0, 0, 1]), [0, 0, 0, 0xff, 0xfe, 0, 0, 1]);
+        assert_eq!(
+            eui64_from_mac([0x02, 0, 0, 0, 0, 1]),
+            [0, 0, 0, 0xff, 0xfe, 0, 0, 1]
+        );
     }
 
     #[test]

@@ -51,7 +51,8 @@ pub(crate) const DEVICE_CAP_FLAGS: u64 = (bindings::ib_device_cap_flags_IB_DEVIC
     | bindings::ib_device_cap_flags_IB_DEVICE_FLUSH_GLOBAL
     | bindings::ib_device_cap_flags_IB_DEVICE_FLUSH_PERSISTENT
     | bindings::ib_device_cap_flags_IB_DEVICE_MEM_WINDOW_TYPE_2B
-    | bindings::ib_device_cap_flags_IB_DEVICE_ATOMIC_WRITE) as u64;
+    | bindings::ib_device_cap_flags_IB_DEVICE_ATOMIC_WRITE)
+    as u64;
 
 pub(crate) const MAX_MR_SIZE: u64 = u64::MAX;
 pub(crate) const PAGE_SIZE_CAP: u64 = 0xffff_f000;

@@ -29,7 +29,10 @@ mod param;
 // The protocol core is also the public API of the host test crate, hence `pub` items that this
 // crate does not re-export.
 #[allow(unreachable_pub)]
-#[expect(dead_code, reason = "the protocol core is wired to the data path in a later step")]
+#[expect(
+    dead_code,
+    reason = "the protocol core is wired to the data path in a later step"
+)]
 mod roce;
 mod verbs;
 

@@ -60,7 +60,7 @@ impl Driver for Rxe {
         attr.max_qp = param::MAX_QP;
         attr.max_qp_wr = param::MAX_QP_WR;
         attr.device_cap_flags = param::DEVICE_CAP_FLAGS;
-        attr.kernel_cap_flags = bindings::ib_kernel_cap_flags_IBK_ALLOW_USER_UNREG as u64;
+        attr.kernel_cap_flags = u64::from(bindings::ib_kernel_cap_flags_IBK_ALLOW_USER_UNREG);
         attr.max_send_sge = param::MAX_SGE;
         attr.max_recv_sge = param::MAX_SGE;
         attr.max_sge_rd = param::MAX_SGE_RD;
@@ -147,7 +147,11 @@ impl Driver for Rxe {
 
     fn mmap(_ctx: &UContext<Self>, vma: &VmaNew, pgoff: usize) -> Result {
         // No queue buffers exist yet: every offset is unknown.
-        pr_debug!("mmap of unknown offset {:#x} (len {})\n", pgoff << 12, vma.end() - vma.start());
+        pr_debug!(
+            "mmap of unknown offset {:#x} (len {})\n",
+            pgoff << 12,
+            vma.end() - vma.start()
+        );
         Err(EINVAL)
     }
 }

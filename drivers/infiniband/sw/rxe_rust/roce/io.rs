@@ -159,6 +159,7 @@ pub struct Completion {
 
 /// An affiliated asynchronous event, as in `enum ib_event_type`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[expect(clippy::enum_variant_names, reason = "named after enum ib_event_type")]
 pub enum AsyncEvent {
     /// `IB_EVENT_QP_FATAL`: an error that is neither of the two below.
     QpFatal,
