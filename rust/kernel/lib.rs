@@ -59,6 +59,7 @@ pub mod cpu;
 pub mod cpufreq;
 pub mod cpumask;
 pub mod cred;
+pub mod crc;
 pub mod debugfs;
 pub mod device;
 pub mod device_id;

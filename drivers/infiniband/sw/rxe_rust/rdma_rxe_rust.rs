@@ -13,6 +13,7 @@
 //! - [`device`]: the device on top of a netdevice;
 //! - [`verbs`]: what the RDMA core calls;
 //! - [`param`]: the limits and capabilities reported;
+//! - [`icrc`]: the ICRC with the kernel's CRC-32;
 //! - [`roce`]: the RoCEv2 protocol core (wire format, ICRC, transport arithmetic), shared with
 //!   the host test crate `tools/rxe-roce`.
 
@@ -23,6 +24,9 @@ use kernel::{
 };
 
 mod device;
+mod icrc;
+#[cfg(CONFIG_KUNIT)]
+mod icrc_vectors;
 mod net;
 mod param;
 // The data path (requester, responder, completer) is what uses the protocol core.

@@ -1,10 +1,23 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0
 #
-# The KUnit suites built into rdma_rxe_rust: they run when the module loads;
-# report each suite's result from debugfs.
+# The KUnit suites built into rdma_rxe_rust: they run when the module loads.
+# Each test case of each suite becomes one KTAP line; a suite that reports
+# no case fails.
 
 source "$(dirname "$0")/rxe_rust_lib.sh"
+
+# Prints "suite<TAB>ok|not ok<TAB>case" for each case of the suite in $1.
+suite_cases() {
+	awk -v s="$(basename "$1")" '
+		/^ +(ok|not ok) [0-9]+ / {
+			r = ($1 == "ok") ? "ok" : "not ok"
+			sub(/^ +(ok|not ok) [0-9]+ /, "")
+			print s "\t" r "\t" $0
+			n++
+		}
+		END { if (n == 0) print s "\tnot ok\t(no test case ran)" }' "$1/results"
+}
 
 unload_all
 modprobe $RXE_RUST
@@ -15,15 +28,18 @@ if [ -z "$suites" ]; then
 	ktap_test_fail "rdma_rxe_rust KUnit suites are present in debugfs"
 	ktap_finished
 fi
-ktap_set_plan "$(echo "$suites" | wc -l)"
+
 for s in $suites; do
-	name=$(basename "$s")
 	sed 's/^/# /' "$s/results"
-	if grep -q "^ok [0-9]* $name" "$s/results"; then
-		ktap_test_pass "KUnit suite $name"
-	else
-		ktap_test_fail "KUnit suite $name"
-	fi
 done
+cases=$(for s in $suites; do suite_cases "$s"; done)
+ktap_set_plan "$(printf '%s\n' "$cases" | grep -c .)"
+while IFS=$'\t' read -r suite result case; do
+	if [ "$result" = ok ]; then
+		ktap_test_pass "KUnit $suite: $case"
+	else
+		ktap_test_fail "KUnit $suite: $case"
+	fi
+done <<<"$cases"
 rmmod $RXE_RUST
 ktap_finished
