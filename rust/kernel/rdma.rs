@@ -7,7 +7,7 @@
 //!
 //! The RDMA core allocates every object (device, user context, ...) with a size the driver
 //! declares, the C structure first and the driver's data after it. The containers here
-//! ([`device::Device`], [`ucontext::UContext`]) have that layout; the core calls the driver
+//! ([`device::Device`], [`object::UContext`], [`object::Pd`], ...) have that layout; the core calls the driver
 //! through the ops table built from a [`driver::Driver`] implementation and frees the memory,
 //! the containers drop the driver's data from the matching release callback.
 
@@ -15,5 +15,5 @@ pub mod attr;
 pub mod device;
 pub mod driver;
 pub mod link;
-pub mod ucontext;
+pub mod object;
 pub mod udata;

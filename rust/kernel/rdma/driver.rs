@@ -15,7 +15,10 @@ use crate::{
             PortImmutable, //
         },
         device::Device,
-        ucontext::UContext,
+        object::{
+            Pd,
+            UContext, //
+        },
         udata::UData, //
     },
 };
@@ -32,6 +35,9 @@ pub trait Driver: Sized + 'static {
 
     /// The driver's data in each user context.
     type UContext: Send + Sync;
+
+    /// The driver's data in each protection domain.
+    type Pd: Send + Sync;
 
     /// The uverbs driver id (`enum rdma_driver_id`), which user-space providers match.
     const DRIVER_ID: bindings::rdma_driver_id;
@@ -56,6 +62,13 @@ pub trait Driver: Sized + 'static {
 
     /// Creates the driver's data for a new user context.
     fn alloc_ucontext(dev: &Device<Self>, udata: &mut UData<'_>) -> Result<Self::UContext>;
+
+    /// Creates the driver's data for a new protection domain.
+    ///
+    /// The core drops it when the domain is destroyed, after every object in it.
+    fn alloc_pd(_dev: &Device<Self>, _udata: &mut UData<'_>) -> Result<Self::Pd> {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
 
     /// Maps the device file at page offset `pgoff` into `vma`.
     ///
@@ -82,6 +95,21 @@ impl<T: Driver> OpsTable<T> {
         dealloc_ucontext: Some(Self::dealloc_ucontext),
         mmap: Some(Self::mmap),
         size_ib_ucontext: core::mem::size_of::<UContext<T>>(),
+        alloc_pd: if T::HAS_ALLOC_PD {
+            Some(Self::alloc_pd)
+        } else {
+            None
+        },
+        dealloc_pd: if T::HAS_ALLOC_PD {
+            Some(Self::dealloc_pd)
+        } else {
+            None
+        },
+        size_ib_pd: if T::HAS_ALLOC_PD {
+            core::mem::size_of::<Pd<T>>()
+        } else {
+            0
+        },
         ..pin_init::zeroed()
     };
 
@@ -195,7 +223,7 @@ impl<T: Driver> OpsTable<T> {
     ) -> c_int {
         // SAFETY: The core passes a context allocated with `size_ib_ucontext` (our container)
         // whose `device` is set, and a valid udata.
-        let (dev, mut udata) = unsafe { (Self::dev((*ibuc).device), UData::from_raw(udata)) };
+        let (dev, mut udata) = unsafe { (UContext::<T>::device_of(ibuc), UData::from_raw(udata)) };
         match T::alloc_ucontext(dev, &mut udata) {
             Ok(data) => {
                 // SAFETY: The container's data field is valid for writes and uninitialised.
@@ -213,6 +241,39 @@ impl<T: Driver> OpsTable<T> {
         // SAFETY: `alloc_ucontext` succeeded for this context, so its data is initialised; the
         // core calls this once, after the last use.
         unsafe { core::ptr::drop_in_place(UContext::<T>::data_ptr(ibuc)) };
+    }
+
+    /// # Safety
+    ///
+    /// Called by the RDMA core only, with the arguments of this op of `struct ib_device_ops`.
+    unsafe extern "C" fn alloc_pd(
+        ibpd: *mut bindings::ib_pd,
+        udata: *mut bindings::ib_udata,
+    ) -> c_int {
+        // SAFETY: The core passes a domain allocated with `size_ib_pd` (our container) whose
+        // `device` is set, and an optional udata.
+        let (dev, mut udata) = unsafe { (Pd::<T>::device_of(ibpd), UData::from_raw(udata)) };
+        match T::alloc_pd(dev, &mut udata) {
+            Ok(data) => {
+                // SAFETY: The container's data field is valid for writes and uninitialised.
+                unsafe { Pd::<T>::data_ptr(ibpd).write(data) };
+                0
+            }
+            Err(e) => e.to_errno(),
+        }
+    }
+
+    /// # Safety
+    ///
+    /// Called by the RDMA core only, with the arguments of this op of `struct ib_device_ops`.
+    unsafe extern "C" fn dealloc_pd(
+        ibpd: *mut bindings::ib_pd,
+        _udata: *mut bindings::ib_udata,
+    ) -> c_int {
+        // SAFETY: `alloc_pd` succeeded for this domain; the core calls this once, after the
+        // last object in the domain is gone.
+        unsafe { core::ptr::drop_in_place(Pd::<T>::data_ptr(ibpd)) };
+        0
     }
 
     /// # Safety

@@ -13,6 +13,11 @@ use kernel::{
     rdma::device::Device,
     sync::{
         aref::ARef,
+        atomic::{
+            Atomic,
+            Relaxed, //
+        },
+        Arc,
         Mutex, //
     },
 };
@@ -32,6 +37,56 @@ pub(crate) struct RxeDev {
     /// The UDP port 4791 sockets this device keeps open.
     #[pin]
     sockets: Mutex<Option<RoceSockets>>,
+    /// Live protection domains, bounded by the reported `max_pd`.
+    pub(crate) pds: ObjectLimit,
+}
+
+/// A count of live objects of one kind with a limit, as the device reports in `max_*`.
+///
+/// # Invariants
+///
+/// `live` never exceeds `max`, and equals the number of [`ObjectCount`]s taken from it.
+pub(crate) struct ObjectLimit {
+    live: Arc<Atomic<u32>>,
+    max: u32,
+}
+
+impl ObjectLimit {
+    fn new(max: u32) -> Result<Self> {
+        Ok(Self {
+            live: Arc::new(Atomic::new(0), GFP_KERNEL)?,
+            max,
+        })
+    }
+
+    /// Counts one more object, or fails with `EINVAL` at the limit (as the C driver's pools).
+    pub(crate) fn take(&self) -> Result<ObjectCount> {
+        let mut cur = self.live.load(Relaxed);
+        loop {
+            if cur >= self.max {
+                return Err(EINVAL);
+            }
+            match self.live.cmpxchg(cur, cur + 1, Relaxed) {
+                Ok(_) => {
+                    return Ok(ObjectCount {
+                        live: self.live.clone(),
+                    })
+                }
+                Err(now) => cur = now,
+            }
+        }
+    }
+}
+
+/// One object counted in an [`ObjectLimit`]; dropping it uncounts the object.
+pub(crate) struct ObjectCount {
+    live: Arc<Atomic<u32>>,
+}
+
+impl Drop for ObjectCount {
+    fn drop(&mut self) {
+        self.live.fetch_sub(1, Relaxed);
+    }
 }
 
 impl RxeDev {
@@ -43,6 +98,7 @@ impl RxeDev {
             ndev,
             guid: eui64_from_mac(mac),
             sockets <- kernel::new_mutex!(Some(sockets)),
+            pds: ObjectLimit::new(param::MAX_PD as u32)?,
         })
     }
 

@@ -29,6 +29,7 @@ mod icrc;
 mod icrc_vectors;
 mod net;
 mod param;
+mod pd;
 // The data path (requester, responder, completer) is what uses the protocol core.
 // The protocol core is also the public API of the host test crate, hence `pub` items that this
 // crate does not re-export.

@@ -5,6 +5,7 @@
 use crate::{
     device::RxeDev,
     param,
+    pd::Pd,
     roce::mtu::{
         ib_mtu_for_netdev_mtu,
         IbMtu, //
@@ -25,7 +26,7 @@ use kernel::{
         },
         device::Device,
         driver::Driver,
-        ucontext::UContext,
+        object::UContext,
         udata::UData, //
     },
 };
@@ -47,6 +48,7 @@ fn check_port(port: u32) -> Result {
 impl Driver for Rxe {
     type Data = RxeDev;
     type UContext = ();
+    type Pd = Pd;
 
     const DRIVER_ID: bindings::rdma_driver_id = bindings::rdma_driver_id_RDMA_DRIVER_RXE;
     const UVERBS_ABI_VERSION: u32 = param::UVERBS_ABI_VERSION;
@@ -143,6 +145,11 @@ impl Driver for Rxe {
     fn alloc_ucontext(_dev: &Device<Self>, udata: &mut UData<'_>) -> Result<()> {
         // The rxe ABI has no driver data in this call; refuse input we do not know.
         udata.check_in_empty()
+    }
+
+    fn alloc_pd(dev: &Device<Self>, udata: &mut UData<'_>) -> Result<Pd> {
+        udata.check_in_empty()?;
+        Pd::new(dev)
     }
 
     fn mmap(_ctx: &UContext<Self>, vma: &VmaNew, pgoff: usize) -> Result {

@@ -1,0 +1,105 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Verbs objects that the RDMA core allocates at the driver's size.
+//!
+//! For each of these the driver declares a size in its ops (`INIT_RDMA_OBJ_SIZE`); the core
+//! allocates that much zeroed memory, fills in the C structure at its start and calls the
+//! driver's create op, which initialises the driver's part; the destroy op drops it, and the
+//! core frees the memory. The containers here have that layout: the C structure first (so
+//! the core's pointer is the container's), the driver's data after it.
+
+use crate::{
+    bindings,
+    rdma::{
+        device::Device,
+        driver::Driver, //
+    },
+    types::Opaque, //
+};
+use core::ops::Deref;
+
+macro_rules! core_object {
+    ($(#[$m:meta])* $name:ident, $c:ident, $data:ident) => {
+        $(#[$m])*
+        ///
+        /// # Invariants
+        ///
+        /// The C structure is at offset 0 of an allocation of the size of `Self`, made by the
+        /// core. The data is initialised from the driver's create op returning success until
+        /// the destroy op, the only window in which a reference to `Self` is handed out.
+        #[repr(C)]
+        pub struct $name<T: Driver> {
+            raw: Opaque<bindings::$c>,
+            data: T::$data,
+        }
+
+        impl<T: Driver> Deref for $name<T> {
+            type Target = T::$data;
+
+            fn deref(&self) -> &T::$data {
+                &self.data
+            }
+        }
+
+        impl<T: Driver> $name<T> {
+            /// Returns the raw pointer.
+            pub fn as_raw(&self) -> *mut bindings::$c {
+                self.raw.get()
+            }
+
+            /// Returns the device this object belongs to.
+            pub fn device(&self) -> &Device<T> {
+                // SAFETY: An object never outlives its device, which is of driver `T` since
+                // the core sized this object from `T`'s ops.
+                unsafe { Device::from_raw((*self.as_raw()).device) }
+            }
+
+            /// Creates a reference from a raw pointer.
+            ///
+            /// # Safety
+            ///
+            /// `ptr` must be an object of driver `T` whose data is initialised for `'a`.
+            #[allow(dead_code, reason = "not every object kind is looked up from C yet")]
+            pub(crate) unsafe fn from_raw<'a>(ptr: *mut bindings::$c) -> &'a Self {
+                // SAFETY: The C structure is the first field of the `repr(C)` container.
+                unsafe { &*ptr.cast() }
+            }
+
+            /// Returns a pointer to the data field of the object at `ptr`.
+            ///
+            /// # Safety
+            ///
+            /// `ptr` must point to an allocation of the size of `Self`.
+            pub(crate) unsafe fn data_ptr(ptr: *mut bindings::$c) -> *mut T::$data {
+                // SAFETY: The caller guarantees the allocation covers `Self`.
+                unsafe { &raw mut (*ptr.cast::<Self>()).data }
+            }
+
+            /// Returns the device of the object at `ptr`, whose data may be uninitialised.
+            ///
+            /// # Safety
+            ///
+            /// `ptr` must be an object the core allocated for a device of driver `T`, with
+            /// its `device` field set.
+            pub(crate) unsafe fn device_of<'a>(ptr: *mut bindings::$c) -> &'a Device<T> {
+                // SAFETY: The core sets `device` before calling the driver, and the device
+                // outlives its objects.
+                unsafe { Device::from_raw((*ptr).device) }
+            }
+        }
+    };
+}
+
+core_object!(
+    /// A user context (`struct ib_ucontext`): one per open of the device by a process.
+    UContext,
+    ib_ucontext,
+    UContext
+);
+
+core_object!(
+    /// A protection domain (`struct ib_pd`).
+    Pd,
+    ib_pd,
+    Pd
+);
