@@ -6,6 +6,7 @@
 #   make test     build, then run every test and print a TAP report
 #   make build    set up and build only (kernel, modules)
 #   make shell    interactive shell in the VM (scripts/vm-run --shell)
+#   make fuzz     fuzz the protocol core's parsers, bounded (FUZZ_TIME s per target)
 #   make clean    remove the kernel build output (keeps downloads)
 #   make distclean  remove build/ entirely
 #
@@ -18,7 +19,7 @@ OBJ := $(B)/obj
 MODROOT := $(B)/modroot
 PHASE := scripts/phase
 
-.PHONY: all build deps sources overlay config kernel demo test shell clean distclean
+.PHONY: all build deps sources overlay config kernel demo test shell fuzz clean distclean
 
 all: build
 	@$(PHASE) demo scripts/vm-run --timeout 600 -- scripts/demo
@@ -45,6 +46,10 @@ test: build
 
 shell: build
 	scripts/vm-run --shell
+
+fuzz:
+	@command -v cargo-fuzz >/dev/null 2>&1 || cargo install --locked cargo-fuzz
+	@$(PHASE) fuzz tools/rxe-roce/fuzz.sh
 
 clean:
 	rm -rf $(OBJ) $(MODROOT) $(B)/vm

@@ -110,6 +110,7 @@
 #include <linux/if_vlan.h>
 #include <linux/netdevice.h>
 #include <linux/skbuff.h>
+#include <linux/vmalloc.h>
 #include <trace/events/rust_sample.h>
 
 /*

@@ -25,4 +25,17 @@ __rust_helper void rust_helper_ib_mark_name_assigned_by_user(struct ib_device *i
 	ib_mark_name_assigned_by_user(ibdev);
 }
 
+__rust_helper struct ib_ucontext *rust_helper_rdma_udata_to_ucontext(struct ib_udata *udata)
+{
+	if (!udata)
+		return NULL;
+	return container_of(udata, struct uverbs_attr_bundle, driver_udata)->context;
+}
+
+__rust_helper struct ib_udata *
+rust_helper_uverbs_attr_bundle_driver_udata(struct uverbs_attr_bundle *attrs)
+{
+	return &attrs->driver_udata;
+}
+
 #endif

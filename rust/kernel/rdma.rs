@@ -15,5 +15,19 @@ pub mod attr;
 pub mod device;
 pub mod driver;
 pub mod link;
+pub mod mmap;
 pub mod object;
 pub mod udata;
+
+/// Error codes the RDMA core uses that the generic list in [`crate::error::code`] lacks.
+pub mod code {
+    use crate::{
+        bindings,
+        error::Error, //
+    };
+
+    /// Operation not supported (`EOPNOTSUPP`): what verbs answer to an unknown flag or request.
+    pub fn eopnotsupp() -> Error {
+        Error::from_errno(-(bindings::EOPNOTSUPP as i32))
+    }
+}

@@ -5,7 +5,6 @@
 use crate::{
     bindings,
     error::VTABLE_DEFAULT_ERROR,
-    mm::virt::VmaNew,
     prelude::*,
     rdma::{
         attr::{
@@ -15,7 +14,9 @@ use crate::{
             PortImmutable, //
         },
         device::Device,
+        mmap::MmapEntry,
         object::{
+            Cq,
             Pd,
             UContext, //
         },
@@ -38,6 +39,9 @@ pub trait Driver: Sized + 'static {
 
     /// The driver's data in each protection domain.
     type Pd: Send + Sync;
+
+    /// The driver's data in each completion queue.
+    type Cq: Send + Sync;
 
     /// The uverbs driver id (`enum rdma_driver_id`), which user-space providers match.
     const DRIVER_ID: bindings::rdma_driver_id;
@@ -63,19 +67,54 @@ pub trait Driver: Sized + 'static {
     /// Creates the driver's data for a new user context.
     fn alloc_ucontext(dev: &Device<Self>, udata: &mut UData<'_>) -> Result<Self::UContext>;
 
+    /// Creates the driver's data of a completion queue for at least `attr.cqe` completions.
+    ///
+    /// Returns it with the number of completions the queue really holds, which the core
+    /// reports to the caller.
+    fn create_cq(
+        dev: &Device<Self>,
+        attr: &CqInitAttr,
+        udata: &mut UData<'_>,
+    ) -> Result<(impl PinInit<Self::Cq, Error>, u32)>;
+
+    /// Resizes a user completion queue to hold at least `cqe` completions.
+    ///
+    /// Returns the number of completions it now holds.
+    fn resize_cq(_cq: &Cq<Self>, _cqe: u32, _udata: &mut UData<'_>) -> Result<u32> {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Arms the completion notification (`IB_CQ_SOLICITED` or `IB_CQ_NEXT_COMP` in `flags`).
+    ///
+    /// With `IB_CQ_REPORT_MISSED_EVENTS`, returns whether completions are already waiting.
+    fn req_notify_cq(_cq: &Cq<Self>, _flags: u32) -> Result<bool> {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Moves up to `wc.len()` completions of a kernel completion queue into `wc`.
+    ///
+    /// Returns how many it moved.
+    fn poll_cq(_cq: &Cq<Self>, _wc: &mut [bindings::ib_wc]) -> Result<usize> {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
     /// Creates the driver's data for a new protection domain.
     ///
     /// The core drops it when the domain is destroyed, after every object in it.
     fn alloc_pd(_dev: &Device<Self>, _udata: &mut UData<'_>) -> Result<Self::Pd> {
         build_error!(VTABLE_DEFAULT_ERROR)
     }
+}
 
-    /// Maps the device file at page offset `pgoff` into `vma`.
-    ///
-    /// The core only calls this for offsets it does not manage itself.
-    fn mmap(_ctx: &UContext<Self>, _vma: &VmaNew, _pgoff: usize) -> Result {
-        build_error!(VTABLE_DEFAULT_ERROR)
-    }
+/// The attributes of a new completion queue (`struct ib_cq_init_attr`).
+#[derive(Clone, Copy, Debug)]
+pub struct CqInitAttr {
+    /// The minimum number of completions it must hold.
+    pub cqe: u32,
+    /// The completion vector (interrupt) it reports to.
+    pub comp_vector: u32,
+    /// `IB_UVERBS_CQ_FLAGS_*` creation flags.
+    pub flags: u32,
 }
 
 /// The C ops table of driver `T`.
@@ -94,6 +133,25 @@ impl<T: Driver> OpsTable<T> {
         alloc_ucontext: Some(Self::alloc_ucontext),
         dealloc_ucontext: Some(Self::dealloc_ucontext),
         mmap: Some(Self::mmap),
+        mmap_free: Some(Self::mmap_free),
+        create_cq: Some(Self::create_cq),
+        destroy_cq: Some(Self::destroy_cq),
+        resize_user_cq: if T::HAS_RESIZE_CQ {
+            Some(Self::resize_cq)
+        } else {
+            None
+        },
+        req_notify_cq: if T::HAS_REQ_NOTIFY_CQ {
+            Some(Self::req_notify_cq)
+        } else {
+            None
+        },
+        poll_cq: if T::HAS_POLL_CQ {
+            Some(Self::poll_cq)
+        } else {
+            None
+        },
+        size_ib_cq: core::mem::size_of::<Cq<T>>(),
         size_ib_ucontext: core::mem::size_of::<UContext<T>>(),
         alloc_pd: if T::HAS_ALLOC_PD {
             Some(Self::alloc_pd)
@@ -283,19 +341,133 @@ impl<T: Driver> OpsTable<T> {
         ibuc: *mut bindings::ib_ucontext,
         vma: *mut bindings::vm_area_struct,
     ) -> c_int {
-        if !T::HAS_MMAP {
-            return EINVAL.to_errno();
+        // SAFETY: These are the arguments of the core's `mmap` op.
+        match unsafe { MmapEntry::mmap(ibuc, vma) } {
+            Ok(()) => 0,
+            Err(e) => e.to_errno(),
         }
-        // SAFETY: The core passes a live context and the VMA being mapped.
-        let (ctx, pgoff, vma) = unsafe {
+    }
+
+    /// # Safety
+    ///
+    /// Called by the RDMA core only, with the arguments of this op of `struct ib_device_ops`.
+    unsafe extern "C" fn mmap_free(entry: *mut bindings::rdma_user_mmap_entry) {
+        // SAFETY: This is the argument of the core's `mmap_free` op.
+        unsafe { MmapEntry::free(entry) };
+    }
+
+    /// # Safety
+    ///
+    /// Called by the RDMA core only, with the arguments of this op of `struct ib_device_ops`.
+    unsafe extern "C" fn create_cq(
+        ibcq: *mut bindings::ib_cq,
+        attr: *const bindings::ib_cq_init_attr,
+        attrs: *mut bindings::uverbs_attr_bundle,
+    ) -> c_int {
+        // SAFETY: The core passes a queue allocated with `size_ib_cq` (our container) whose
+        // `device` is set, valid attributes, and the call's attribute bundle or null for a
+        // kernel caller.
+        let (dev, attr, mut udata) = unsafe {
+            let udata = if attrs.is_null() {
+                core::ptr::null_mut()
+            } else {
+                bindings::uverbs_attr_bundle_driver_udata(attrs)
+            };
             (
-                UContext::<T>::from_raw(ibuc),
-                (*vma).vm_pgoff,
-                VmaNew::from_raw(vma),
+                Cq::<T>::device_of(ibcq),
+                CqInitAttr {
+                    cqe: (*attr).cqe,
+                    comp_vector: (*attr).comp_vector,
+                    flags: (*attr).flags,
+                },
+                UData::from_bundle(udata),
             )
         };
-        match T::mmap(ctx, vma, pgoff) {
+        let ret = T::create_cq(dev, &attr, &mut udata).and_then(|(init, cqe)| {
+            // SAFETY: The container's data field is valid for writes, uninitialised, and never
+            // moves (the core owns the allocation); the queue is not visible to anyone yet.
+            unsafe {
+                init.__pinned_init(Cq::<T>::data_ptr(ibcq))?;
+                (*ibcq).cqe = cqe as c_int;
+            }
+            Ok(())
+        });
+        match ret {
             Ok(()) => 0,
+            Err(e) => e.to_errno(),
+        }
+    }
+
+    /// # Safety
+    ///
+    /// Called by the RDMA core only, with the arguments of this op of `struct ib_device_ops`.
+    unsafe extern "C" fn destroy_cq(
+        ibcq: *mut bindings::ib_cq,
+        _udata: *mut bindings::ib_udata,
+    ) -> c_int {
+        // SAFETY: `create_cq` succeeded for this queue; the core calls this once, when no
+        // queue pair uses it any more.
+        unsafe { core::ptr::drop_in_place(Cq::<T>::data_ptr(ibcq)) };
+        0
+    }
+
+    /// # Safety
+    ///
+    /// Called by the RDMA core only, with the arguments of this op of `struct ib_device_ops`.
+    unsafe extern "C" fn resize_cq(
+        ibcq: *mut bindings::ib_cq,
+        cqe: c_uint,
+        udata: *mut bindings::ib_udata,
+    ) -> c_int {
+        // SAFETY: The core passes a live queue and the call's `driver_udata`.
+        let (cq, mut udata) = unsafe { (Cq::<T>::from_raw(ibcq), UData::from_bundle(udata)) };
+        match T::resize_cq(cq, cqe, &mut udata) {
+            Ok(cqe) => {
+                // SAFETY: The core serialises resizes of one queue and reads `cqe` after.
+                unsafe { (*ibcq).cqe = cqe as c_int };
+                0
+            }
+            Err(e) => e.to_errno(),
+        }
+    }
+
+    /// # Safety
+    ///
+    /// Called by the RDMA core only, with the arguments of this op of `struct ib_device_ops`.
+    unsafe extern "C" fn req_notify_cq(
+        ibcq: *mut bindings::ib_cq,
+        flags: bindings::ib_cq_notify_flags,
+    ) -> c_int {
+        // SAFETY: The core passes a live queue.
+        match T::req_notify_cq(unsafe { Cq::<T>::from_raw(ibcq) }, flags) {
+            Ok(missed) => c_int::from(missed),
+            Err(e) => e.to_errno(),
+        }
+    }
+
+    /// # Safety
+    ///
+    /// Called by the RDMA core only, with the arguments of this op of `struct ib_device_ops`.
+    unsafe extern "C" fn poll_cq(
+        ibcq: *mut bindings::ib_cq,
+        num: c_int,
+        wc: *mut bindings::ib_wc,
+    ) -> c_int {
+        let Ok(num) = usize::try_from(num) else {
+            return EINVAL.to_errno();
+        };
+        if num == 0 {
+            return 0;
+        }
+        // SAFETY: The core passes a live queue and an array of `num` completions to fill.
+        let (cq, wc) = unsafe {
+            (
+                Cq::<T>::from_raw(ibcq),
+                core::slice::from_raw_parts_mut(wc, num),
+            )
+        };
+        match T::poll_cq(cq, wc) {
+            Ok(n) => n as c_int,
             Err(e) => e.to_errno(),
         }
     }

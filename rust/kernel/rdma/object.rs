@@ -103,3 +103,10 @@ core_object!(
     ib_pd,
     Pd
 );
+
+core_object!(
+    /// A completion queue (`struct ib_cq`).
+    Cq,
+    ib_cq,
+    Cq
+);

@@ -5,13 +5,24 @@
 use crate::{
     bindings,
     error::to_result,
-    prelude::*, //
+    prelude::*,
+    rdma::{
+        driver::Driver,
+        object::UContext, //
+    },
+};
+use zerocopy::{
+    FromBytes,
+    Immutable,
+    IntoBytes, //
 };
 
 /// The driver-specific part of a verb's request and response (`struct ib_udata`).
 ///
-/// Absent (`None` inside) when the verb comes from a kernel caller.
-pub struct UData<'a>(Option<&'a mut bindings::ib_udata>);
+/// Absent (`None` inside) when the verb comes from a kernel caller. The second field tells
+/// whether the udata is the `driver_udata` of a uverbs call's attribute bundle (the core also
+/// passes udata of its own, e.g. to `query_device` at registration).
+pub struct UData<'a>(Option<&'a mut bindings::ib_udata>, bool);
 
 impl<'a> UData<'a> {
     /// Wraps a raw pointer, which may be null.
@@ -21,7 +32,18 @@ impl<'a> UData<'a> {
     /// `ptr` must be null or valid and unaliased for `'a`.
     pub(crate) unsafe fn from_raw(ptr: *mut bindings::ib_udata) -> Self {
         // SAFETY: The caller guarantees validity and uniqueness for `'a`.
-        Self(unsafe { ptr.as_mut() })
+        Self(unsafe { ptr.as_mut() }, false)
+    }
+
+    /// Wraps a raw pointer, which may be null, to the `driver_udata` of a uverbs call.
+    ///
+    /// # Safety
+    ///
+    /// `ptr` must be null or the `driver_udata` of a `struct uverbs_attr_bundle`, valid and
+    /// unaliased for `'a`.
+    pub(crate) unsafe fn from_bundle(ptr: *mut bindings::ib_udata) -> Self {
+        // SAFETY: The caller guarantees validity and uniqueness for `'a`.
+        Self(unsafe { ptr.as_mut() }, true)
     }
 
     /// Returns whether the call came from user space.
@@ -37,6 +59,60 @@ impl<'a> UData<'a> {
             None => Ok(()),
             // SAFETY: `u` is a valid udata.
             Some(u) => to_result(unsafe { bindings::ib_is_udata_in_empty(u) }),
+        }
+    }
+
+    /// Returns the space user space offered for the driver's response, in bytes.
+    pub fn outlen(&self) -> usize {
+        self.0.as_deref().map_or(0, |u| u.outlen)
+    }
+
+    /// Returns the user context of the call, if it came from user space.
+    pub fn ucontext<T: Driver>(&self) -> Option<&UContext<T>> {
+        if !self.1 {
+            return None;
+        }
+        let u = self.0.as_deref()?;
+        // SAFETY: A udata of a verb of driver `T` is the `driver_udata` of the call's attribute
+        // bundle, whose context belongs to the device the verb runs on.
+        let ctx = unsafe { bindings::rdma_udata_to_ucontext(core::ptr::from_ref(u).cast_mut()) };
+        if ctx.is_null() {
+            return None;
+        }
+        // SAFETY: The context outlives the call and is of driver `T` (see above).
+        Some(unsafe { UContext::from_raw(ctx) })
+    }
+
+    /// Reads the driver's request, `S`, from user space.
+    ///
+    /// A shorter input is refused (`EINVAL`), a longer one only if the excess is not zero
+    /// (`EOPNOTSUPP`), as `ib_copy_validate_udata_in` does. A kernel call gets zeroes.
+    pub fn read_in<S: FromBytes + IntoBytes>(&mut self) -> Result<S> {
+        let mut req = S::new_zeroed();
+        if let Some(u) = self.0.as_deref_mut() {
+            let size = core::mem::size_of::<S>();
+            // SAFETY: `u` is valid; `req` is valid for writes of its size.
+            to_result(unsafe {
+                bindings::_ib_copy_validate_udata_in(
+                    u,
+                    req.as_mut_bytes().as_mut_ptr().cast(),
+                    size,
+                    size,
+                )
+            })?;
+        }
+        Ok(req)
+    }
+
+    /// Writes the driver's response `rep`, truncated to the space offered and zero padded.
+    pub fn respond<S: IntoBytes + Immutable>(&mut self, rep: &S) -> Result {
+        match self.0.as_deref_mut() {
+            None => Ok(()),
+            Some(u) => {
+                let b = rep.as_bytes();
+                // SAFETY: `u` is valid; `b` is valid for reads of its length.
+                to_result(unsafe { bindings::_ib_respond_udata(u, b.as_ptr().cast(), b.len()) })
+            }
         }
     }
 

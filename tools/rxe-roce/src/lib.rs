@@ -5,7 +5,8 @@
 //! The protocol core lives in `drivers/infiniband/sw/rxe_rust/roce/` and is
 //! compiled here unchanged, as a `no_std` library, so that it can be tested
 //! and benchmarked on the host. This crate adds only what the kernel provides
-//! in the module: the CRC-32 primitive.
+//! in the module: the CRC-32 primitive. [`sim`] (which uses `std`) runs the
+//! transport state machines against each other over a simulated faulty link.
 
 #![no_std]
 
@@ -22,6 +23,8 @@
     unsafe_code
 )]
 pub mod roce;
+
+pub mod sim;
 
 /// The CRC-32 primitive on the host, from the `crc32fast` crate.
 ///

@@ -39,6 +39,8 @@ pub(crate) struct RxeDev {
     sockets: Mutex<Option<RoceSockets>>,
     /// Live protection domains, bounded by the reported `max_pd`.
     pub(crate) pds: ObjectLimit,
+    /// Live completion queues, bounded by the reported `max_cq`.
+    pub(crate) cqs: ObjectLimit,
 }
 
 /// A count of live objects of one kind with a limit, as the device reports in `max_*`.
@@ -99,6 +101,7 @@ impl RxeDev {
             guid: eui64_from_mac(mac),
             sockets <- kernel::new_mutex!(Some(sockets)),
             pds: ObjectLimit::new(param::MAX_PD as u32)?,
+            cqs: ObjectLimit::new(param::MAX_CQ as u32)?,
         })
     }
 

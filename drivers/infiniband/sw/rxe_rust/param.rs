@@ -61,6 +61,8 @@ pub(crate) const MAX_QP_WR: i32 = DEFAULT_MAX_VALUE;
 pub(crate) const MAX_SGE_RD: i32 = 32;
 pub(crate) const MAX_CQ: i32 = DEFAULT_MAX_VALUE;
 pub(crate) const MAX_LOG_CQE: i32 = 15;
+/// The largest completion queue.
+pub(crate) const MAX_CQE: u32 = (1 << MAX_LOG_CQE) - 1;
 pub(crate) const MAX_MR: i32 = MAX_MR_INDEX - MIN_MR_INDEX;
 pub(crate) const MAX_MW: i32 = DEFAULT_MAX_VALUE - MIN_MW_INDEX;
 pub(crate) const MAX_PD: i32 = DEFAULT_MAX_VALUE;

@@ -3,6 +3,7 @@
 //! The verbs of the Soft-RoCE device: what the RDMA core calls.
 
 use crate::{
+    cq::Cq,
     device::RxeDev,
     param,
     pd::Pd,
@@ -13,7 +14,6 @@ use crate::{
 };
 use kernel::{
     bindings,
-    mm::virt::VmaNew,
     prelude::*,
     rdma::{
         attr::{
@@ -25,8 +25,11 @@ use kernel::{
             PortState, //
         },
         device::Device,
-        driver::Driver,
-        object::UContext,
+        driver::{
+            CqInitAttr,
+            Driver, //
+        },
+        object,
         udata::UData, //
     },
 };
@@ -49,6 +52,7 @@ impl Driver for Rxe {
     type Data = RxeDev;
     type UContext = ();
     type Pd = Pd;
+    type Cq = Cq;
 
     const DRIVER_ID: bindings::rdma_driver_id = bindings::rdma_driver_id_RDMA_DRIVER_RXE;
     const UVERBS_ABI_VERSION: u32 = param::UVERBS_ABI_VERSION;
@@ -67,7 +71,7 @@ impl Driver for Rxe {
         attr.max_recv_sge = param::MAX_SGE;
         attr.max_sge_rd = param::MAX_SGE_RD;
         attr.max_cq = param::MAX_CQ;
-        attr.max_cqe = (1 << param::MAX_LOG_CQE) - 1;
+        attr.max_cqe = param::MAX_CQE as i32;
         attr.max_mr = param::MAX_MR;
         attr.max_mw = param::MAX_MW;
         attr.max_pd = param::MAX_PD;
@@ -152,13 +156,19 @@ impl Driver for Rxe {
         Pd::new(dev)
     }
 
-    fn mmap(_ctx: &UContext<Self>, vma: &VmaNew, pgoff: usize) -> Result {
-        // No queue buffers exist yet: every offset is unknown.
-        pr_debug!(
-            "mmap of unknown offset {:#x} (len {})\n",
-            pgoff << 12,
-            vma.end() - vma.start()
-        );
-        Err(EINVAL)
+    fn create_cq(
+        dev: &Device<Self>,
+        attr: &CqInitAttr,
+        udata: &mut UData<'_>,
+    ) -> Result<(impl PinInit<Cq, Error>, u32)> {
+        Cq::new(dev, attr, udata)
+    }
+
+    fn resize_cq(cq: &object::Cq<Self>, cqe: u32, udata: &mut UData<'_>) -> Result<u32> {
+        cq.resize(cqe, udata)
+    }
+
+    fn req_notify_cq(cq: &object::Cq<Self>, flags: u32) -> Result<bool> {
+        cq.req_notify(flags)
     }
 }

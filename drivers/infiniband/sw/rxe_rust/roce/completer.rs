@@ -10,7 +10,8 @@
 //! NAK). A PSN sequence error NAK, an implied NAK and the local ACK timeout
 //! wind the requester back to the oldest unacknowledged PSN (go-back-N), each
 //! using one transport retry; an RNR NAK waits the delay it names and resumes
-//! at its PSN, using one RNR retry. Progress restores both budgets. When a
+//! at its PSN, using one RNR retry and restoring the transport retry budget
+//! (the responder answered). Progress restores both budgets. When a
 //! budget runs out, or on a NAK that reports an error, the WQE completes with
 //! the matching status, every later WQE is flushed and the QP enters the
 //! error state.
@@ -117,6 +118,7 @@ impl<const N: usize> Requester<N> {
         O: Output + Clock + ?Sized,
     {
         out.count(Counter::Progress);
+        self.retrying = false;
         self.retry.reset();
         self.rnr_retry.reset();
         if self.next_psn != self.comp_psn && self.rnr_wait.is_none() {
@@ -134,12 +136,19 @@ impl<const N: usize> Requester<N> {
     /// Uses a transport retry to go back to the oldest unacknowledged PSN.
     ///
     /// Without a retry left, fails that WQE with a retry exceeded error.
-    fn retry_transport<O>(&mut self, out: &mut O)
+    /// A NAK or an implied NAK while a retry is under way (`timeout` false)
+    /// is ignored: it answers packets sent before the retry, and the retry
+    /// already resends what it reports missing.
+    fn retry_transport<O>(&mut self, timeout: bool, out: &mut O)
     where
         O: Output + Clock + ?Sized,
     {
+        if self.retrying && !timeout {
+            return;
+        }
         if self.retry.try_consume() {
             out.count(Counter::Retry);
+            self.retrying = true;
             self.rewind(self.comp_psn);
         } else {
             out.count(Counter::RetryExceeded);
@@ -188,7 +197,7 @@ impl<const N: usize> Requester<N> {
         match syndrome {
             Syndrome::Ack(_) => {
                 if let Acked::ImpliedNak = self.ack_before(psn.next(), out) {
-                    self.retry_transport(out);
+                    self.retry_transport(false, out);
                 }
             }
             Syndrome::RnrNak(timer) => {
@@ -197,10 +206,13 @@ impl<const N: usize> Requester<N> {
                     return;
                 }
                 if let Acked::ImpliedNak = self.ack_before(psn, out) {
-                    self.retry_transport(out);
+                    self.retry_transport(false, out);
                     return;
                 }
                 if self.rnr_retry.try_consume() {
+                    // The responder answered: timeouts so far are forgiven.
+                    self.retry.reset();
+                    self.retrying = false;
                     out.count(Counter::RnrRetry);
                     let nanos = u64::from(timer.micros()).saturating_mul(1000);
                     let deadline = out.now().after_nanos(nanos);
@@ -221,7 +233,7 @@ impl<const N: usize> Requester<N> {
                     return;
                 }
                 let _ = self.ack_before(psn, out);
-                self.retry_transport(out);
+                self.retry_transport(false, out);
             }
             Syndrome::Nak(code) => {
                 let status = match code {
@@ -244,7 +256,7 @@ impl<const N: usize> Requester<N> {
         O: Output + Clock + ?Sized,
     {
         if let Acked::ImpliedNak = self.ack_before(psn, out) {
-            self.retry_transport(out);
+            self.retry_transport(false, out);
             return;
         }
         let Some(k) = self.first_pending() else {
@@ -290,7 +302,7 @@ impl<const N: usize> Requester<N> {
         O: Output + Clock + ?Sized,
     {
         if let Acked::ImpliedNak = self.ack_before(psn, out) {
-            self.retry_transport(out);
+            self.retry_transport(false, out);
             return;
         }
         let Some(k) = self.first_pending() else {
@@ -343,10 +355,10 @@ impl<const N: usize> Requester<N> {
                 if self.next_psn == self.comp_psn || self.rnr_wait.is_some() {
                     return;
                 }
-                self.retry_transport(out);
+                self.retry_transport(true, out);
             }
             TimerId::RnrRetry => {
-                let Some((psn, deadline)) = self.rnr_wait else {
+                let Some((_, deadline)) = self.rnr_wait else {
                     return;
                 };
                 if now < deadline {
@@ -354,7 +366,8 @@ impl<const N: usize> Requester<N> {
                     return;
                 }
                 self.rnr_wait = None;
-                self.rewind(psn);
+                // The NAKed PSN, or later if an acknowledgement overtook the NAK.
+                self.rewind(self.comp_psn);
             }
         }
         self.retire(out);

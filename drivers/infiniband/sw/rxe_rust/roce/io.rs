@@ -159,14 +159,13 @@ pub struct Completion {
 
 /// An affiliated asynchronous event, as in `enum ib_event_type`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[expect(clippy::enum_variant_names, reason = "named after enum ib_event_type")]
 pub enum AsyncEvent {
     /// `IB_EVENT_QP_FATAL`: an error that is neither of the two below.
-    QpFatal,
+    Fatal,
     /// `IB_EVENT_QP_REQ_ERR`: the responder found an invalid request.
-    QpRequestError,
+    RequestError,
     /// `IB_EVENT_QP_ACCESS_ERR`: the responder found an access violation.
-    QpAccessError,
+    AccessError,
 }
 
 /// Events worth counting, as the C driver's `rxe_hw_counters`.

@@ -161,7 +161,10 @@ where
         }
         let avail = usize::try_from(sge_len.wrapping_sub(skip)).unwrap_or(usize::MAX);
         let n = avail.min(len.wrapping_sub(done));
-        let addr = sge.addr().checked_add(skip).ok_or(AccessError::OutOfRange)?;
+        let addr = sge
+            .addr()
+            .checked_add(skip)
+            .ok_or(AccessError::OutOfRange)?;
         let end = done.checked_add(n).ok_or(AccessError::TooShort)?;
         f(sge, addr, done..end)?;
         done = end;

@@ -206,6 +206,8 @@ pub struct Requester<const N: usize> {
     pub(super) retrans_deadline: Option<Instant>,
     /// After an RNR NAK: the PSN to resume at and when.
     pub(super) rnr_wait: Option<(Psn, Instant)>,
+    /// A go-back-N retry is under way: no progress since it started.
+    pub(super) retrying: bool,
     pub(super) error: bool,
 }
 
@@ -235,6 +237,7 @@ impl<const N: usize> Requester<N> {
             noack_pkts: 0,
             retrans_deadline: None,
             rnr_wait: None,
+            retrying: false,
             error: false,
         }
     }
@@ -462,8 +465,7 @@ impl<const N: usize> Requester<N> {
         let finished;
         match (kind, wr.remote) {
             (MessageKind::RdmaRead, Remote::Rdma { addr, rkey }) => {
-                let Some(op) = Opcode::new(Transport::Rc, Operation::RdmaReadRequest)
-                else {
+                let Some(op) = Opcode::new(Transport::Rc, Operation::RdmaReadRequest) else {
                     return false;
                 };
                 let off = self.cur_pkt.saturating_mul(mtu).min(wr.length);
@@ -518,8 +520,7 @@ impl<const N: usize> Requester<N> {
                 finished = true;
             }
             (MessageKind::AtomicWrite, Remote::Rdma { addr, rkey }) => {
-                let Some(op) = Opcode::new(Transport::Rc, Operation::AtomicWrite)
-                else {
+                let Some(op) = Opcode::new(Transport::Rc, Operation::AtomicWrite) else {
                     return false;
                 };
                 hdr = Outgoing::new(op, psn, dest_qpn, self.pkey);
@@ -643,11 +644,7 @@ impl<const N: usize> Requester<N> {
     {
         let mut k = 0;
         while k < self.len {
-            let s = if k == i {
-                status
-            } else {
-                WcStatus::WrFlushErr
-            };
+            let s = if k == i { status } else { WcStatus::WrFlushErr };
             self.finish(k, s);
             k = k.wrapping_add(1);
         }

@@ -192,7 +192,13 @@ impl<const R: usize> Responder<R> {
         }
     }
 
-    fn send_ack<O: Output + ?Sized>(&mut self, out: &mut O, syndrome: Syndrome, psn: Psn, msn: Msn) {
+    fn send_ack<O: Output + ?Sized>(
+        &mut self,
+        out: &mut O,
+        syndrome: Syndrome,
+        psn: Psn,
+        msn: Msn,
+    ) {
         let Some(op) = Opcode::new(Transport::Rc, Operation::Acknowledge) else {
             return;
         };
@@ -244,6 +250,10 @@ impl<const R: usize> Responder<R> {
                 }
             }
             Err(Fault::Rnr) => {
+                if pkt.opcode().position().is_start() {
+                    // The message has not started: the retry starts it again.
+                    self.msg = None;
+                }
                 out.count(Counter::RnrNakSent);
                 self.nak_sent = true;
                 self.flush_ack(out);
@@ -263,7 +273,8 @@ impl<const R: usize> Responder<R> {
         match pkt.opcode().class() {
             OpClass::RdmaRead => {
                 let found = self.resources.iter().flatten().copied().find(|r| {
-                    matches!(r.kind, ResourceKind::Read { .. }) && psn.in_window(r.first_psn, r.npsn)
+                    matches!(r.kind, ResourceKind::Read { .. })
+                        && psn.in_window(r.first_psn, r.npsn)
                 });
                 let Some(res) = found else {
                     out.count(Counter::DroppedPackets);
@@ -282,9 +293,10 @@ impl<const R: usize> Responder<R> {
                 let _ = self.send_read_responses(&res, start, mem, out);
             }
             OpClass::Atomic => {
-                let found = self.resources.iter().flatten().copied().find(|r| {
-                    matches!(r.kind, ResourceKind::Atomic { .. }) && r.first_psn == psn
-                });
+                let found =
+                    self.resources.iter().flatten().copied().find(|r| {
+                        matches!(r.kind, ResourceKind::Atomic { .. }) && r.first_psn == psn
+                    });
                 match found {
                     Some(Resource {
                         kind: ResourceKind::Atomic { orig },
@@ -551,9 +563,7 @@ impl<const R: usize> Responder<R> {
                 add: eth.swap_add(),
             }
         };
-        let orig = mem
-            .atomic(eth.rkey(), eth.va(), op)
-            .map_err(access_fault)?;
+        let orig = mem.atomic(eth.rkey(), eth.va(), op).map_err(access_fault)?;
         self.msn = self.msn.next();
         let psn = pkt.psn();
         self.store(Resource {
@@ -605,8 +615,13 @@ impl<const R: usize> Responder<R> {
         if !self.access.contains(right) {
             return Err(Fault::Invalid);
         }
-        mem.flush(reth.rkey(), reth.va(), reth.dma_len(), feth.placement_type())
-            .map_err(access_fault)?;
+        mem.flush(
+            reth.rkey(),
+            reth.va(),
+            reth.dma_len(),
+            feth.placement_type(),
+        )
+        .map_err(access_fault)?;
         self.msn = self.msn.next();
         Ok(())
     }
@@ -617,22 +632,22 @@ impl<const R: usize> Responder<R> {
         let (code, event, status) = match fault {
             Fault::Length => (
                 NakCode::InvalidRequest,
-                AsyncEvent::QpRequestError,
+                AsyncEvent::RequestError,
                 WcStatus::LocLenErr,
             ),
             Fault::Access => (
                 NakCode::RemoteAccessError,
-                AsyncEvent::QpAccessError,
+                AsyncEvent::AccessError,
                 WcStatus::WrFlushErr,
             ),
             Fault::Operational => (
                 NakCode::RemoteOperationalError,
-                AsyncEvent::QpFatal,
+                AsyncEvent::Fatal,
                 WcStatus::LocProtErr,
             ),
             Fault::Invalid | Fault::Rnr => (
                 NakCode::InvalidRequest,
-                AsyncEvent::QpRequestError,
+                AsyncEvent::RequestError,
                 WcStatus::WrFlushErr,
             ),
         };

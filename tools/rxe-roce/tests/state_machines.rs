@@ -1,0 +1,778 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Unit tests of the requester, completer and responder, one rule at a time,
+//! with packets delivered by hand between two QPs.
+
+use std::collections::{
+    BTreeMap,
+    VecDeque, //
+};
+
+use rxe_roce::roce::aeth::{
+    NakCode,
+    Syndrome, //
+};
+use rxe_roce::roce::io::{
+    AsyncEvent,
+    Clock,
+    Completion,
+    Counter,
+    Destination,
+    Instant,
+    Output,
+    RecvWr,
+    TimerId,
+    WcOpcode,
+    WcStatus,
+    WorkQueue, //
+};
+use rxe_roce::roce::memory::{
+    Access,
+    AccessError,
+    AtomicOp,
+    MemoryAccess,
+    WqeRef, //
+};
+use rxe_roce::roce::mtu::IbMtu;
+use rxe_roce::roce::opcode::{
+    Opcode,
+    QpType, //
+};
+use rxe_roce::roce::packet::Packet;
+use rxe_roce::roce::psn::Psn;
+use rxe_roce::roce::qp::{
+    Qp,
+    QpConfig,
+    QpState, //
+};
+use rxe_roce::roce::requester::SendWr;
+use rxe_roce::roce::timer::{
+    AckTimeout,
+    RnrTimer, //
+};
+use rxe_roce::roce::wqe::{
+    Remote,
+    SendFlags,
+    WrOpcode, //
+};
+
+const SLOT: usize = 32 * 1024;
+const REMOTE: u64 = 0x10_0000;
+const RKEY: u32 = 2;
+
+/// Local buffers: slot `s` is `bytes[s * SLOT..]`; remote memory: `remote` at `REMOTE` for `RKEY`.
+#[derive(Default)]
+struct Mem {
+    local: Vec<u8>,
+    remote: Vec<u8>,
+    atomics: u32,
+    invalid: Vec<u32>,
+}
+
+impl Mem {
+    fn new() -> Self {
+        Mem {
+            local: vec![0; SLOT * 16],
+            remote: vec![0; 64 * 1024],
+            ..Default::default()
+        }
+    }
+
+    fn local(&mut self, wqe: WqeRef, offset: u32, len: usize) -> Result<&mut [u8], AccessError> {
+        let slot = match wqe {
+            WqeRef::Send(s) => s as usize,
+            WqeRef::Recv(s) => 4 + s as usize,
+        };
+        let start = slot * SLOT + offset as usize;
+        if offset as usize + len > SLOT {
+            return Err(AccessError::TooShort);
+        }
+        Ok(&mut self.local[start..start + len])
+    }
+
+    fn remote(&mut self, rkey: u32, va: u64, len: usize) -> Result<&mut [u8], AccessError> {
+        if rkey != RKEY || self.invalid.contains(&rkey) {
+            return Err(AccessError::InvalidKey);
+        }
+        let start = va.checked_sub(REMOTE).ok_or(AccessError::OutOfRange)? as usize;
+        self.remote
+            .get_mut(start..start + len)
+            .ok_or(AccessError::OutOfRange)
+    }
+}
+
+impl MemoryAccess for Mem {
+    fn gather(&mut self, wqe: WqeRef, offset: u32, dst: &mut [u8]) -> Result<(), AccessError> {
+        let len = dst.len();
+        dst.copy_from_slice(self.local(wqe, offset, len)?);
+        Ok(())
+    }
+    fn scatter(&mut self, wqe: WqeRef, offset: u32, src: &[u8]) -> Result<(), AccessError> {
+        self.local(wqe, offset, src.len())?.copy_from_slice(src);
+        Ok(())
+    }
+    fn check_remote(&mut self, rkey: u32, va: u64, len: u32, _: Access) -> Result<(), AccessError> {
+        self.remote(rkey, va, len as usize).map(|_| ())
+    }
+    fn read_remote(&mut self, rkey: u32, va: u64, dst: &mut [u8]) -> Result<(), AccessError> {
+        let len = dst.len();
+        dst.copy_from_slice(self.remote(rkey, va, len)?);
+        Ok(())
+    }
+    fn write_remote(&mut self, rkey: u32, va: u64, src: &[u8]) -> Result<(), AccessError> {
+        self.remote(rkey, va, src.len())?.copy_from_slice(src);
+        Ok(())
+    }
+    fn atomic(&mut self, rkey: u32, va: u64, op: AtomicOp) -> Result<u64, AccessError> {
+        let w = self.remote(rkey, va, 8)?;
+        let orig = u64::from_ne_bytes(w.try_into().unwrap());
+        let new = match op {
+            AtomicOp::CompareSwap { compare, swap } if orig == compare => swap,
+            AtomicOp::CompareSwap { .. } => orig,
+            AtomicOp::FetchAdd { add } => orig.wrapping_add(add),
+            AtomicOp::Write { value } => u64::from_ne_bytes(value),
+        };
+        w.copy_from_slice(&new.to_ne_bytes());
+        self.atomics += 1;
+        Ok(orig)
+    }
+    fn flush(&mut self, rkey: u32, va: u64, len: u32, _: u8) -> Result<(), AccessError> {
+        self.remote(rkey, va, len as usize).map(|_| ())
+    }
+    fn invalidate(&mut self, rkey: u32) -> Result<(), AccessError> {
+        self.invalid.push(rkey);
+        Ok(())
+    }
+}
+
+#[derive(Default)]
+struct Io {
+    now: u64,
+    tx: Vec<u8>,
+    sent: VecDeque<Vec<u8>>,
+    done: Vec<Completion>,
+    events: Vec<AsyncEvent>,
+    recvs: VecDeque<RecvWr>,
+    timers: BTreeMap<TimerId, u64>,
+    counters: Vec<Counter>,
+}
+
+impl Clock for Io {
+    fn now(&self) -> Instant {
+        Instant(self.now)
+    }
+    fn arm(&mut self, t: TimerId, d: Instant) {
+        self.timers.insert(t, d.0);
+    }
+    fn cancel(&mut self, t: TimerId) {
+        self.timers.remove(&t);
+    }
+}
+
+impl Output for Io {
+    fn tx_buffer(&mut self, len: usize) -> Option<&mut [u8]> {
+        self.tx.resize(len, 0);
+        Some(&mut self.tx)
+    }
+    fn transmit(&mut self, len: usize, _: Destination) {
+        self.sent.push_back(self.tx[..len].to_vec());
+    }
+    fn complete(&mut self, c: Completion) {
+        self.done.push(c);
+    }
+    fn async_event(&mut self, e: AsyncEvent) {
+        self.events.push(e);
+    }
+    fn take_recv(&mut self) -> Option<RecvWr> {
+        self.recvs.pop_front()
+    }
+    fn count(&mut self, c: Counter) {
+        self.counters.push(c);
+    }
+}
+
+struct End {
+    qp: Qp<8, 4>,
+    mem: Mem,
+    io: Io,
+}
+
+impl End {
+    fn count(&self, c: Counter) -> usize {
+        self.io.counters.iter().filter(|&&x| x == c).count()
+    }
+
+    fn post(&mut self, wr: SendWr) {
+        self.qp.post_send(wr, &mut self.mem, &mut self.io).unwrap();
+    }
+
+    fn post_recv(&mut self, slot: u32) {
+        self.io.recvs.push_back(RecvWr {
+            wr_id: 100 + u64::from(slot),
+            slot,
+            length: SLOT as u32,
+        });
+    }
+
+    /// Delivers `pkts` as one batch.
+    fn deliver(&mut self, pkts: &[Vec<u8>]) {
+        for p in pkts {
+            let pkt = Packet::parse(p).unwrap();
+            self.qp.receive(&pkt, &mut self.mem, &mut self.io);
+        }
+        self.qp.end_of_batch(&mut self.io);
+    }
+
+    fn take_sent(&mut self) -> Vec<Vec<u8>> {
+        self.io.sent.drain(..).collect()
+    }
+
+    fn fire(&mut self, t: TimerId) {
+        let at = self.io.timers.remove(&t).expect("timer armed");
+        self.io.now = self.io.now.max(at);
+        self.qp.on_timer(t, &mut self.mem, &mut self.io);
+    }
+
+    fn sends_done(&self) -> Vec<(u64, WcStatus)> {
+        self.io
+            .done
+            .iter()
+            .filter(|c| c.queue == WorkQueue::Send)
+            .map(|c| (c.wr_id, c.status))
+            .collect()
+    }
+}
+
+fn pair(qp_type: QpType, retry_cnt: u8, rnr_retry: u8) -> (End, End) {
+    let mk = |qpn: u32, dest: u32, sq: u32, rq: u32| {
+        let cfg = QpConfig {
+            qp_type,
+            qpn,
+            dest_qpn: dest,
+            pkey: 0xffff,
+            qkey: 7,
+            mtu: IbMtu::Mtu256,
+            sq_psn: Psn::new(sq),
+            rq_psn: Psn::new(rq),
+            retry_cnt,
+            rnr_retry,
+            min_rnr_timer: RnrTimer::from_bits(4),
+            ack_timeout: AckTimeout::new(10).unwrap(),
+            max_rd_atomic: 4,
+            access: Access::from_bits(0x30f),
+            sq_sig_all: true,
+        };
+        End {
+            qp: Qp::new(&cfg).unwrap(),
+            mem: Mem::new(),
+            io: Io::default(),
+        }
+    };
+    (mk(1, 2, 0xff_fffe, 100), mk(2, 1, 100, 0xff_fffe))
+}
+
+fn wr(id: u64, opcode: WrOpcode, remote: Remote, length: u32) -> SendWr {
+    SendWr {
+        wr_id: id,
+        slot: (id % 4) as u32,
+        opcode,
+        flags: SendFlags::from_bits(SendFlags::SIGNALED),
+        imm_data: None,
+        invalidate_rkey: None,
+        remote,
+        length,
+    }
+}
+
+fn opcodes(pkts: &[Vec<u8>]) -> Vec<(Opcode, u32, Option<Syndrome>)> {
+    pkts.iter()
+        .map(|p| {
+            let pkt = Packet::parse(p).unwrap();
+            let syn = pkt.aeth().map(|a| a.syndrome().unwrap());
+            (pkt.opcode(), pkt.psn().get(), syn)
+        })
+        .collect()
+}
+
+#[test]
+fn one_ack_covers_a_batch() {
+    let (mut a, mut b) = pair(QpType::Rc, 7, 7);
+    for i in 0..6 {
+        b.post_recv(i);
+        a.post(wr(i.into(), WrOpcode::Send, Remote::None, 40));
+    }
+    let reqs = a.take_sent();
+    assert_eq!(reqs.len(), 6);
+    b.deliver(&reqs);
+    let acks = b.take_sent();
+    assert_eq!(
+        opcodes(&acks),
+        [(Opcode::RC_ACKNOWLEDGE, 0x3, Some(Syndrome::ACK_UNLIMITED))],
+        "one coalesced ACK for the last PSN (0xfffffe + 5 wraps to 3)"
+    );
+    a.deliver(&acks);
+    assert_eq!(a.sends_done().len(), 6);
+    assert!(!a.io.timers.contains_key(&TimerId::Retransmit));
+}
+
+#[test]
+fn ack_requested_at_message_end_and_every_64_packets() {
+    let (mut a, _) = pair(QpType::Rc, 7, 7);
+    a.post(wr(
+        0,
+        WrOpcode::RdmaWrite,
+        Remote::Rdma {
+            addr: REMOTE,
+            rkey: RKEY,
+        },
+        100 * 256,
+    ));
+    let reqs = a.take_sent();
+    // The window stops the requester at 128 unacknowledged PSNs; 100 fit.
+    assert_eq!(reqs.len(), 100);
+    let ack_req: Vec<usize> = reqs
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| Packet::parse(p).unwrap().bth().ack_req())
+        .map(|(i, _)| i)
+        .collect();
+    assert_eq!(ack_req, [64, 99]);
+}
+
+#[test]
+fn sequence_error_naks_once_then_go_back_n() {
+    let (mut a, mut b) = pair(QpType::Rc, 7, 7);
+    for i in 0..4 {
+        a.post(wr(
+            i,
+            WrOpcode::RdmaWrite,
+            Remote::Rdma {
+                addr: REMOTE,
+                rkey: RKEY,
+            },
+            16,
+        ));
+    }
+    let reqs = a.take_sent();
+    b.deliver(&reqs[1..]);
+    let naks = b.take_sent();
+    assert_eq!(
+        opcodes(&naks),
+        [(
+            Opcode::RC_ACKNOWLEDGE,
+            0xff_fffe,
+            Some(Syndrome::Nak(NakCode::PsnSequenceError))
+        )]
+    );
+    assert_eq!(b.count(Counter::OutOfSequence), 3);
+    a.deliver(&naks);
+    assert_eq!(a.count(Counter::Retry), 1);
+    let again = a.take_sent();
+    assert_eq!(again.len(), 4, "go back to the NAKed PSN and resend all");
+    b.deliver(&again);
+    a.deliver(&b.take_sent());
+    assert_eq!(
+        a.sends_done(),
+        (0..4).map(|i| (i, WcStatus::Success)).collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn duplicate_atomic_is_answered_from_the_resource() {
+    let (mut a, mut b) = pair(QpType::Rc, 7, 7);
+    b.mem.remote[..8].copy_from_slice(&40u64.to_ne_bytes());
+    let faa = Remote::Atomic {
+        addr: REMOTE,
+        rkey: RKEY,
+        compare_add: 2,
+        swap: 0,
+    };
+    a.post(wr(0, WrOpcode::AtomicFetchAndAdd, faa, 8));
+    let req = a.take_sent();
+    b.deliver(&req);
+    b.deliver(&req);
+    b.deliver(&req);
+    assert_eq!(b.mem.atomics, 1, "carried out once");
+    assert_eq!(
+        u64::from_ne_bytes(b.mem.remote[..8].try_into().unwrap()),
+        42
+    );
+    let acks = b.take_sent();
+    assert_eq!(acks.len(), 3);
+    for p in &acks {
+        let pkt = Packet::parse(p).unwrap();
+        assert_eq!(pkt.opcode(), Opcode::RC_ATOMIC_ACKNOWLEDGE);
+        assert_eq!(pkt.atomic_ack_eth().unwrap().orig(), 40);
+    }
+    a.deliver(&acks);
+    assert_eq!(a.sends_done(), [(0, WcStatus::Success)]);
+    assert_eq!(a.mem.local[..8], 40u64.to_ne_bytes());
+}
+
+#[test]
+fn duplicate_read_is_replayed_from_the_resource() {
+    let (mut a, mut b) = pair(QpType::Rc, 7, 7);
+    for (i, x) in b.mem.remote.iter_mut().enumerate() {
+        *x = i as u8;
+    }
+    a.post(wr(
+        0,
+        WrOpcode::RdmaRead,
+        Remote::Rdma {
+            addr: REMOTE + 8,
+            rkey: RKEY,
+        },
+        600,
+    ));
+    let req = a.take_sent();
+    b.deliver(&req);
+    let resp = b.take_sent();
+    assert_eq!(
+        opcodes(&resp).iter().map(|x| x.0).collect::<Vec<_>>(),
+        [
+            Opcode::RC_RDMA_READ_RESPONSE_FIRST,
+            Opcode::RC_RDMA_READ_RESPONSE_MIDDLE,
+            Opcode::RC_RDMA_READ_RESPONSE_LAST
+        ]
+    );
+    // The middle response is lost: the local ACK timeout asks again from it.
+    a.deliver(&resp[..1]);
+    a.deliver(&resp[2..]);
+    a.fire(TimerId::Retransmit);
+    let retry = a.take_sent();
+    let pkt = Packet::parse(&retry[0]).unwrap();
+    assert_eq!(pkt.psn().get(), 0xff_ffff);
+    assert_eq!(pkt.reth().unwrap().va(), REMOTE + 8 + 256);
+    assert_eq!(pkt.reth().unwrap().dma_len(), 600 - 256);
+    b.deliver(&retry);
+    assert_eq!(b.count(Counter::DuplicateRequest), 1);
+    let replay = b.take_sent();
+    assert_eq!(
+        opcodes(&replay)
+            .iter()
+            .map(|x| (x.0, x.1))
+            .collect::<Vec<_>>(),
+        [
+            (Opcode::RC_RDMA_READ_RESPONSE_FIRST, 0xff_ffff),
+            (Opcode::RC_RDMA_READ_RESPONSE_LAST, 0)
+        ]
+    );
+    a.deliver(&replay);
+    assert_eq!(a.sends_done(), [(0, WcStatus::Success)]);
+    assert_eq!(a.mem.local[..600], b.mem.remote[8..608]);
+}
+
+#[test]
+fn rnr_nak_waits_the_timer_then_retries() {
+    let (mut a, mut b) = pair(QpType::Rc, 7, 7);
+    a.post(wr(0, WrOpcode::Send, Remote::None, 10));
+    for round in 0..50 {
+        b.deliver(&a.take_sent());
+        let nak = b.take_sent();
+        assert_eq!(
+            opcodes(&nak),
+            [(
+                Opcode::RC_ACKNOWLEDGE,
+                0xff_fffe,
+                Some(Syndrome::RnrNak(RnrTimer::from_bits(4)))
+            )],
+            "round {round}"
+        );
+        let t0 = a.io.now;
+        a.deliver(&nak);
+        assert!(a.io.sent.is_empty(), "waits for the RNR timer");
+        // RNR timer code 4 is 40 us.
+        assert_eq!(a.io.timers[&TimerId::RnrRetry], t0 + 40_000);
+        assert!(!a.io.timers.contains_key(&TimerId::Retransmit));
+        a.fire(TimerId::RnrRetry);
+    }
+    b.post_recv(0);
+    b.deliver(&a.take_sent());
+    a.deliver(&b.take_sent());
+    assert_eq!(
+        a.sends_done(),
+        [(0, WcStatus::Success)],
+        "RNR retry 7 retries forever"
+    );
+    assert_eq!(b.io.done[0].opcode, WcOpcode::Recv);
+}
+
+#[test]
+fn rnr_retry_count_runs_out() {
+    for rnr_retry in 0..7u8 {
+        let (mut a, mut b) = pair(QpType::Rc, 7, rnr_retry);
+        a.post(wr(0, WrOpcode::Send, Remote::None, 10));
+        a.post(wr(1, WrOpcode::Send, Remote::None, 10));
+        loop {
+            b.deliver(&a.take_sent());
+            a.deliver(&b.take_sent());
+            if a.qp.state() == QpState::Error {
+                break;
+            }
+            a.fire(TimerId::RnrRetry);
+        }
+        assert_eq!(a.count(Counter::RnrRetry), usize::from(rnr_retry));
+        assert_eq!(
+            a.sends_done(),
+            [(0, WcStatus::RnrRetryExcErr), (1, WcStatus::WrFlushErr)]
+        );
+    }
+}
+
+#[test]
+fn timeout_retry_count_is_the_ibta_count() {
+    for retry_cnt in 0..=7u8 {
+        let (mut a, _) = pair(QpType::Rc, retry_cnt, 7);
+        a.post(wr(0, WrOpcode::Send, Remote::None, 10));
+        a.post(wr(
+            1,
+            WrOpcode::RdmaRead,
+            Remote::Rdma {
+                addr: REMOTE,
+                rkey: RKEY,
+            },
+            10,
+        ));
+        let mut sends = 0;
+        while a.qp.state() != QpState::Error {
+            sends += 1;
+            assert_eq!(a.take_sent().len(), 2);
+            a.fire(TimerId::Retransmit);
+        }
+        assert_eq!(sends, 1 + usize::from(retry_cnt), "7 means seven retries");
+        assert_eq!(
+            a.sends_done(),
+            [(0, WcStatus::RetryExcErr), (1, WcStatus::WrFlushErr)]
+        );
+        assert!(a.io.timers.is_empty());
+    }
+}
+
+#[test]
+fn bad_rkey_naks_with_remote_access_error() {
+    let (mut a, mut b) = pair(QpType::Rc, 7, 7);
+    b.post_recv(0);
+    a.post(wr(
+        0,
+        WrOpcode::RdmaWrite,
+        Remote::Rdma {
+            addr: REMOTE,
+            rkey: RKEY,
+        },
+        4,
+    ));
+    a.post(wr(
+        1,
+        WrOpcode::RdmaWrite,
+        Remote::Rdma {
+            addr: REMOTE,
+            rkey: 99,
+        },
+        4,
+    ));
+    a.post(wr(2, WrOpcode::Send, Remote::None, 4));
+    b.deliver(&a.take_sent());
+    let resp = b.take_sent();
+    assert_eq!(
+        opcodes(&resp),
+        [
+            (
+                Opcode::RC_ACKNOWLEDGE,
+                0xff_fffe,
+                Some(Syndrome::ACK_UNLIMITED)
+            ),
+            (
+                Opcode::RC_ACKNOWLEDGE,
+                0xff_ffff,
+                Some(Syndrome::Nak(NakCode::RemoteAccessError))
+            )
+        ]
+    );
+    assert_eq!(b.io.events, [AsyncEvent::AccessError]);
+    assert_eq!(b.qp.state(), QpState::Error);
+    assert_eq!(
+        b.io.done[0].status,
+        WcStatus::WrFlushErr,
+        "receive queue flushed"
+    );
+    a.deliver(&resp);
+    assert_eq!(
+        a.sends_done(),
+        [
+            (0, WcStatus::Success),
+            (1, WcStatus::RemAccessErr),
+            (2, WcStatus::WrFlushErr)
+        ]
+    );
+}
+
+#[test]
+fn uc_drops_the_rest_of_a_message_after_a_loss() {
+    let (mut a, mut b) = pair(QpType::Uc, 7, 7);
+    b.post_recv(0);
+    a.post(wr(0, WrOpcode::Send, Remote::None, 700));
+    a.post(wr(1, WrOpcode::Send, Remote::None, 20));
+    assert_eq!(a.sends_done().len(), 2, "UC completes when sent");
+    let pkts = a.take_sent();
+    assert_eq!(pkts.len(), 4);
+    b.deliver(&[
+        pkts[0].clone(),
+        pkts[2].clone(),
+        pkts[3].clone(),
+        pkts[3].clone(),
+    ]);
+    let recvs: Vec<_> = b.io.done.iter().map(|c| (c.wr_id, c.byte_len)).collect();
+    assert_eq!(
+        recvs,
+        [(100, 20)],
+        "the first message dropped, its WQE reused; no duplicate"
+    );
+    assert!(b.take_sent().is_empty(), "UC sends no responses");
+}
+
+#[test]
+fn ud_datagram_lands_after_the_grh() {
+    let (mut a, mut b) = pair(QpType::Ud, 7, 7);
+    b.post_recv(1);
+    a.mem.local[..4].copy_from_slice(b"ping");
+    let mut w = wr(
+        0,
+        WrOpcode::SendWithImm,
+        Remote::Ud {
+            remote_qpn: 2,
+            remote_qkey: 7,
+            ah_num: 3,
+        },
+        4,
+    );
+    w.imm_data = Some(0x1234);
+    a.post(w);
+    let pkts = a.take_sent();
+    let pkt = Packet::parse(&pkts[0]).unwrap();
+    assert_eq!(pkt.opcode(), Opcode::UD_SEND_ONLY_WITH_IMMEDIATE);
+    assert_eq!(
+        (pkt.deth().unwrap().qkey(), pkt.deth().unwrap().src_qpn()),
+        (7, 1)
+    );
+    b.deliver(&pkts);
+    let c = b.io.done[0];
+    assert_eq!(
+        (c.byte_len, c.src_qpn, c.grh, c.imm_data),
+        (44, 1, true, Some(0x1234))
+    );
+    assert_eq!(&b.mem.local[5 * SLOT + 40..5 * SLOT + 44], b"ping");
+    // A wrong Q_Key is dropped.
+    let mut w = wr(
+        1,
+        WrOpcode::Send,
+        Remote::Ud {
+            remote_qpn: 2,
+            remote_qkey: 8,
+            ah_num: 3,
+        },
+        4,
+    );
+    w.slot = 0;
+    a.post(w);
+    b.post_recv(2);
+    b.deliver(&a.take_sent());
+    assert_eq!(b.io.done.len(), 1);
+}
+
+#[test]
+fn every_rc_opcode_round_trips() {
+    let (mut a, mut b) = pair(QpType::Rc, 7, 7);
+    for s in 0..4 {
+        b.post_recv(s);
+    }
+    let rdma = Remote::Rdma {
+        addr: REMOTE + 64,
+        rkey: RKEY,
+    };
+    let mut ops = vec![
+        wr(0, WrOpcode::Send, Remote::None, 300),
+        wr(1, WrOpcode::SendWithImm, Remote::None, 0),
+        wr(2, WrOpcode::SendWithInv, Remote::None, 5),
+        wr(3, WrOpcode::RdmaWrite, rdma, 513),
+        wr(4, WrOpcode::RdmaWriteWithImm, rdma, 7),
+        wr(5, WrOpcode::RdmaRead, rdma, 513),
+        wr(
+            6,
+            WrOpcode::AtomicCmpAndSwp,
+            Remote::Atomic {
+                addr: REMOTE,
+                rkey: RKEY,
+                compare_add: 0,
+                swap: 9,
+            },
+            8,
+        ),
+        wr(
+            7,
+            WrOpcode::AtomicFetchAndAdd,
+            Remote::Atomic {
+                addr: REMOTE,
+                rkey: RKEY,
+                compare_add: 1,
+                swap: 0,
+            },
+            8,
+        ),
+    ];
+    ops[1].imm_data = Some(11);
+    ops[2].invalidate_rkey = Some(55);
+    ops[4].imm_data = Some(44);
+    let more = [
+        wr(8, WrOpcode::AtomicWrite, rdma, 8),
+        wr(
+            9,
+            WrOpcode::Flush,
+            Remote::Flush {
+                addr: REMOTE,
+                length: 64,
+                rkey: RKEY,
+                placement_type: 1,
+                selectivity_level: 0,
+            },
+            0,
+        ),
+    ];
+    for w in ops {
+        a.post(w);
+    }
+    for _ in 0..10 {
+        b.deliver(&a.take_sent());
+        a.deliver(&b.take_sent());
+    }
+    for w in more {
+        a.post(w);
+    }
+    for _ in 0..4 {
+        b.deliver(&a.take_sent());
+        a.deliver(&b.take_sent());
+    }
+    assert_eq!(
+        a.sends_done(),
+        (0..10).map(|i| (i, WcStatus::Success)).collect::<Vec<_>>()
+    );
+    let recv: Vec<_> =
+        b.io.done
+            .iter()
+            .map(|c| (c.opcode, c.byte_len, c.imm_data, c.invalidated_rkey))
+            .collect();
+    assert_eq!(
+        recv,
+        [
+            (WcOpcode::Recv, 300, None, None),
+            (WcOpcode::Recv, 0, Some(11), None),
+            (WcOpcode::Recv, 5, None, Some(55)),
+            (WcOpcode::RecvRdmaWithImm, 7, Some(44), None),
+        ]
+    );
+    assert_eq!(b.mem.invalid, [55]);
+    assert_eq!(
+        u64::from_ne_bytes(b.mem.remote[..8].try_into().unwrap()),
+        10
+    );
+    assert_eq!(b.mem.atomics, 3);
+}
