@@ -168,6 +168,7 @@ impl Cq {
         }
         let mut ring = CqRing::new(cqe, Some(ctx))?;
         let resp = ring.response()?;
+        let mut scratch = [0u8; CQE_SIZE];
         {
             let mut inner = self.inner.lock();
             if inner.ring.producer.count()? > ring.capacity() {
@@ -181,7 +182,7 @@ impl Cq {
             inner
                 .ring
                 .producer
-                .move_into(&mut ring.producer, CQE_SIZE)?;
+                .move_into(&mut ring.producer, &mut scratch)?;
             core::mem::swap(&mut inner.ring, &mut ring);
         }
         // The old ring (now in `ring`) is freed outside the lock.

@@ -165,19 +165,19 @@ impl Producer {
         self.ring.buf.store_release(PRODUCER_INDEX, self.index)
     }
 
-    /// Moves the unconsumed elements into `to`, which must hold them all.
+    /// Moves the unconsumed elements into `to`, which must hold them all, through `elem` (one
+    /// element's worth of scratch space, so that no allocation happens under a lock).
     ///
     /// The consumer index of this ring is advanced past them, as the C driver does.
-    pub(crate) fn move_into(&mut self, to: &mut Producer, elem_size: usize) -> Result {
+    pub(crate) fn move_into(&mut self, to: &mut Producer, elem: &mut [u8]) -> Result {
         let geo = self.ring.geo;
         let mut cons = self.consumer()?;
         if geo.count(self.index, cons) > to.ring.geo.capacity() {
             return Err(EINVAL);
         }
-        let mut elem = KVec::from_elem(0u8, elem_size, GFP_KERNEL)?;
         while cons != self.index {
-            self.ring.buf.read(geo.slot_offset(cons), &mut elem)?;
-            to.push(&elem)?;
+            self.ring.buf.read(geo.slot_offset(cons), elem)?;
+            to.push(elem)?;
             cons = geo.next(cons);
         }
         self.ring.buf.store_release(CONSUMER_INDEX, cons)

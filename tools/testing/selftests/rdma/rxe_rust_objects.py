@@ -1,0 +1,155 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: GPL-2.0
+"""rdma_rxe_rust verbs objects through unmodified rdma-core (pyverbs).
+
+Bad sizes get the C driver's errno, queue buffers are mapped once and only
+at offsets the driver offered, and creating and destroying 10,000 of each
+object leaves kernel memory (slab and vmalloc) where it was. KTAP output.
+"""
+
+import errno
+import mmap
+import os
+import subprocess
+import sys
+
+from pyverbs.cq import CQ
+from pyverbs.device import Context
+from pyverbs.pd import PD
+from pyverbs.pyverbs_error import PyverbsRDMAError
+
+DEV = "rxe0"
+LOOPS = int(os.environ.get("RXE_LEAK_LOOPS", "10000"))
+results = []
+
+
+def check(desc, fn):
+    try:
+        fn()
+        results.append((True, desc, ""))
+    except Exception as e:  # a failed check, whatever raised
+        results.append((False, desc, f"{type(e).__name__}: {e}"))
+
+
+def fails_with(err, fn):
+    try:
+        fn()
+    except PyverbsRDMAError as e:
+        if e.error_code != err:
+            raise AssertionError(f"errno {e.error_code}, wanted {err}") from e
+        return
+    except OSError as e:
+        if e.errno != err:
+            raise AssertionError(f"errno {e.errno}, wanted {err}") from e
+        return
+    raise AssertionError(f"succeeded, wanted errno {err}")
+
+
+def uverbs_mappings():
+    """(offset, length) of this process's mappings of the uverbs device."""
+    maps = []
+    with open("/proc/self/maps") as f:
+        for line in f:
+            parts = line.split()
+            if len(parts) >= 6 and parts[5].startswith("/dev/infiniband/uverbs"):
+                lo, hi = (int(x, 16) for x in parts[0].split("-"))
+                maps.append((int(parts[2], 16), hi - lo))
+    return maps
+
+
+def kernel_memory_kb():
+    m = {}
+    with open("/proc/meminfo") as f:
+        for line in f:
+            k, v = line.split(":")
+            m[k] = int(v.split()[0])
+    return m["Slab"] + m["VmallocUsed"]
+
+
+def main():
+    subprocess.run(["modprobe", "rdma_rxe_rust"], check=True)
+    subprocess.run(["rdma", "link", "add", DEV, "type", "rxe", "netdev", "eth0"], check=True)
+    try:
+        run()
+    finally:
+        subprocess.run(["rdma", "link", "del", DEV])
+        subprocess.run(["rmmod", "rdma_rxe_rust"])
+    print("TAP version 13")
+    print(f"1..{len(results)}")
+    for i, (ok, desc, diag) in enumerate(results, 1):
+        print(f"{'ok' if ok else 'not ok'} {i} {desc}")
+        if diag:
+            print(f"# {diag}")
+    return 0 if all(r[0] for r in results) else 1
+
+
+def run():
+    ctx = Context(name=DEV)
+    pd = PD(ctx)
+
+    check("CQ of 0 entries: EINVAL", lambda: fails_with(errno.EINVAL, lambda: CQ(ctx, 0)))
+    check("CQ of 32768 entries (max_cqe + 1): EINVAL",
+          lambda: fails_with(errno.EINVAL, lambda: CQ(ctx, 32768)))
+
+    def max_cq():
+        cq = CQ(ctx, 32767)
+        assert cq.cqe >= 32767, cq.cqe
+        cq.close()
+    check("CQ of max_cqe (32767) entries", max_cq)
+
+    def capacity_rounding():
+        cq = CQ(ctx, 10)
+        # 11 slots round up to 16, one stays empty.
+        assert cq.cqe == 15, cq.cqe
+        cq.close()
+    check("CQ capacity is the ring's (10 -> 15)", capacity_rounding)
+
+    cq = CQ(ctx, 100)
+    maps = uverbs_mappings()
+    check("the provider mapped the CQ ring", lambda: _assert(maps, "no uverbs mapping"))
+    off, length = maps[-1] if maps else (0, 4096)
+    check("mapping the CQ ring a second time: EINVAL",
+          lambda: fails_with(errno.EINVAL, lambda: mmap.mmap(ctx.cmd_fd, length, offset=off)))
+    check("mapping an offset never offered: EINVAL",
+          lambda: fails_with(errno.EINVAL,
+                             lambda: mmap.mmap(ctx.cmd_fd, 4096, offset=off + (1 << 30))))
+
+    def resize():
+        cq.resize(1000)
+        assert cq.cqe >= 1000, cq.cqe
+        assert len(uverbs_mappings()) == len(maps), "resize left a stale mapping"
+    check("resize a CQ: the provider remaps the new ring", resize)
+    check("resize below 1: EINVAL", lambda: fails_with(errno.EINVAL, lambda: cq.resize(0)))
+    cq.close()
+
+    # Leak check: warm up (slab caches grow once), then measure.
+    def cycle(n):
+        for _ in range(n):
+            p = PD(ctx)
+            p.close()
+            c = CQ(ctx, 16)
+            c.close()
+        for _ in range(max(1, n // 10)):
+            Context(name=DEV).close()
+    cycle(100)
+    before = kernel_memory_kb()
+    cycle(LOOPS)
+    after = kernel_memory_kb()
+    growth = after - before
+
+    def no_leak():
+        # A leaked CQ ring alone is two pages: LOOPS of them would be tens of MB.
+        assert growth < 2048, f"slab+vmalloc grew by {growth} kB"
+    check(f"{LOOPS} PDs, {LOOPS} CQs, {max(1, LOOPS // 10)} contexts: no kernel memory growth "
+          f"({growth} kB)", no_leak)
+    pd.close()
+    ctx.close()
+
+
+def _assert(cond, msg):
+    if not cond:
+        raise AssertionError(msg)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
