@@ -11,13 +11,17 @@ use crate::{
             DeviceAttr,
             LinkLayer,
             PortAttr,
-            PortImmutable, //
+            PortImmutable,
+            QpAttr,
+            QpInitAttr, //
         },
+        code,
         device::Device,
         mmap::MmapEntry,
         object::{
             Cq,
             Pd,
+            Qp,
             UContext, //
         },
         udata::UData, //
@@ -42,6 +46,9 @@ pub trait Driver: Sized + 'static {
 
     /// The driver's data in each completion queue.
     type Cq: Send + Sync;
+
+    /// The driver's data in each queue pair.
+    type Qp: Send + Sync;
 
     /// The uverbs driver id (`enum rdma_driver_id`), which user-space providers match.
     const DRIVER_ID: bindings::rdma_driver_id;
@@ -98,6 +105,22 @@ pub trait Driver: Sized + 'static {
         build_error!(VTABLE_DEFAULT_ERROR)
     }
 
+    /// Creates the driver's data of a queue pair as `init` describes.
+    ///
+    /// Writes the capabilities the queue pair really has into `init`, and returns the data
+    /// with the queue pair number.
+    fn create_qp(
+        dev: &Device<Self>,
+        init: &mut QpInitAttr,
+        udata: &mut UData<'_>,
+    ) -> Result<(impl PinInit<Self::Qp, Error>, u32)>;
+
+    /// Changes the attributes of a queue pair selected by `mask` (`IB_QP_*` bits).
+    fn modify_qp(qp: &Qp<Self>, attr: &QpAttr, mask: u32, udata: &mut UData<'_>) -> Result;
+
+    /// Reports the attributes of a queue pair.
+    fn query_qp(qp: &Qp<Self>, attr: &mut QpAttr, mask: u32, init: &mut QpInitAttr) -> Result;
+
     /// Creates the driver's data for a new protection domain.
     ///
     /// The core drops it when the domain is destroyed, after every object in it.
@@ -152,6 +175,13 @@ impl<T: Driver> OpsTable<T> {
             None
         },
         size_ib_cq: core::mem::size_of::<Cq<T>>(),
+        create_qp: Some(Self::create_qp),
+        modify_qp: Some(Self::modify_qp),
+        query_qp: Some(Self::query_qp),
+        destroy_qp: Some(Self::destroy_qp),
+        post_send: Some(Self::post_send),
+        post_recv: Some(Self::post_recv),
+        size_ib_qp: core::mem::size_of::<Qp<T>>(),
         size_ib_ucontext: core::mem::size_of::<UContext<T>>(),
         alloc_pd: if T::HAS_ALLOC_PD {
             Some(Self::alloc_pd)
@@ -332,6 +362,128 @@ impl<T: Driver> OpsTable<T> {
         // last object in the domain is gone.
         unsafe { core::ptr::drop_in_place(Pd::<T>::data_ptr(ibpd)) };
         0
+    }
+
+    /// # Safety
+    ///
+    /// Called by the RDMA core only, with the arguments of this op of `struct ib_device_ops`.
+    unsafe extern "C" fn create_qp(
+        ibqp: *mut bindings::ib_qp,
+        init: *mut bindings::ib_qp_init_attr,
+        udata: *mut bindings::ib_udata,
+    ) -> c_int {
+        // SAFETY: The core passes a queue pair allocated with `size_ib_qp` (our container)
+        // whose `device` is set, its creation attributes (ours to update) and the call's
+        // `driver_udata` or null.
+        let (dev, init, mut udata) = unsafe {
+            (
+                Qp::<T>::device_of(ibqp),
+                QpInitAttr::from_raw(init),
+                UData::from_bundle(udata),
+            )
+        };
+        let ret = T::create_qp(dev, init, &mut udata).and_then(|(data, qpn)| {
+            // SAFETY: The container's data field is valid for writes, uninitialised, and never
+            // moves; the queue pair is not visible to anyone yet.
+            unsafe {
+                data.__pinned_init(Qp::<T>::data_ptr(ibqp))?;
+                (*ibqp).qp_num = qpn;
+            }
+            Ok(())
+        });
+        match ret {
+            Ok(()) => 0,
+            Err(e) => e.to_errno(),
+        }
+    }
+
+    /// # Safety
+    ///
+    /// Called by the RDMA core only, with the arguments of this op of `struct ib_device_ops`.
+    unsafe extern "C" fn modify_qp(
+        ibqp: *mut bindings::ib_qp,
+        attr: *mut bindings::ib_qp_attr,
+        mask: c_int,
+        udata: *mut bindings::ib_udata,
+    ) -> c_int {
+        // SAFETY: The core passes a live queue pair, the attributes and the call's udata.
+        let (qp, attr, mut udata) = unsafe {
+            (
+                Qp::<T>::from_raw(ibqp),
+                &*QpAttr::from_raw(attr),
+                UData::from_raw(udata),
+            )
+        };
+        match T::modify_qp(qp, attr, mask as u32, &mut udata) {
+            Ok(()) => 0,
+            Err(e) => e.to_errno(),
+        }
+    }
+
+    /// # Safety
+    ///
+    /// Called by the RDMA core only, with the arguments of this op of `struct ib_device_ops`.
+    unsafe extern "C" fn query_qp(
+        ibqp: *mut bindings::ib_qp,
+        attr: *mut bindings::ib_qp_attr,
+        mask: c_int,
+        init: *mut bindings::ib_qp_init_attr,
+    ) -> c_int {
+        // SAFETY: The core passes a live queue pair and buffers to fill.
+        let (qp, attr, init) = unsafe {
+            (
+                Qp::<T>::from_raw(ibqp),
+                QpAttr::from_raw(attr),
+                QpInitAttr::from_raw(init),
+            )
+        };
+        match T::query_qp(qp, attr, mask as u32, init) {
+            Ok(()) => 0,
+            Err(e) => e.to_errno(),
+        }
+    }
+
+    /// # Safety
+    ///
+    /// Called by the RDMA core only, with the arguments of this op of `struct ib_device_ops`.
+    unsafe extern "C" fn destroy_qp(
+        ibqp: *mut bindings::ib_qp,
+        _udata: *mut bindings::ib_udata,
+    ) -> c_int {
+        // SAFETY: `create_qp` succeeded for this queue pair; the core calls this once.
+        unsafe { core::ptr::drop_in_place(Qp::<T>::data_ptr(ibqp)) };
+        0
+    }
+
+    /// # Safety
+    ///
+    /// Called by the RDMA core only, with the arguments of this op of `struct ib_device_ops`.
+    unsafe extern "C" fn post_send(
+        _ibqp: *mut bindings::ib_qp,
+        wr: *const bindings::ib_send_wr,
+        bad_wr: *mut *const bindings::ib_send_wr,
+    ) -> c_int {
+        // No data path yet: refuse every work request (and a user doorbell) clearly.
+        if !bad_wr.is_null() {
+            // SAFETY: The core passes a valid out pointer.
+            unsafe { bad_wr.write(wr) };
+        }
+        code::eopnotsupp().to_errno()
+    }
+
+    /// # Safety
+    ///
+    /// Called by the RDMA core only, with the arguments of this op of `struct ib_device_ops`.
+    unsafe extern "C" fn post_recv(
+        _ibqp: *mut bindings::ib_qp,
+        wr: *const bindings::ib_recv_wr,
+        bad_wr: *mut *const bindings::ib_recv_wr,
+    ) -> c_int {
+        if !bad_wr.is_null() {
+            // SAFETY: The core passes a valid out pointer.
+            unsafe { bad_wr.write(wr) };
+        }
+        code::eopnotsupp().to_errno()
     }
 
     /// # Safety

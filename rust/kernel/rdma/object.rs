@@ -110,3 +110,10 @@ core_object!(
     ib_cq,
     Cq
 );
+
+core_object!(
+    /// A queue pair (`struct ib_qp`).
+    Qp,
+    ib_qp,
+    Qp
+);

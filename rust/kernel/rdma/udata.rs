@@ -62,6 +62,11 @@ impl<'a> UData<'a> {
         }
     }
 
+    /// Returns the length of the driver input user space sent, in bytes.
+    pub fn inlen(&self) -> usize {
+        self.0.as_deref().map_or(0, |u| u.inlen)
+    }
+
     /// Returns the space user space offered for the driver's response, in bytes.
     pub fn outlen(&self) -> usize {
         self.0.as_deref().map_or(0, |u| u.outlen)

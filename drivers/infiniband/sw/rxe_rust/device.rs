@@ -5,6 +5,7 @@
 use crate::{
     net::RoceSockets,
     param,
+    qp::QpTable,
     Rxe, //
 };
 use kernel::{
@@ -41,6 +42,10 @@ pub(crate) struct RxeDev {
     pub(crate) pds: ObjectLimit,
     /// Live completion queues, bounded by the reported `max_cq`.
     pub(crate) cqs: ObjectLimit,
+    /// Live queue pairs, bounded by the reported `max_qp`.
+    pub(crate) qps: ObjectLimit,
+    /// The queue pairs by number.
+    pub(crate) qp_table: Arc<QpTable>,
 }
 
 /// A count of live objects of one kind with a limit, as the device reports in `max_*`.
@@ -102,6 +107,8 @@ impl RxeDev {
             sockets <- kernel::new_mutex!(Some(sockets)),
             pds: ObjectLimit::new(param::MAX_PD as u32)?,
             cqs: ObjectLimit::new(param::MAX_CQ as u32)?,
+            qps: ObjectLimit::new(param::MAX_QP as u32)?,
+            qp_table: QpTable::new()?,
         })
     }
 

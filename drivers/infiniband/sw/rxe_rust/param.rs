@@ -89,3 +89,20 @@ pub(crate) const PORT_MAX_VL_NUM: u8 = 1;
 pub(crate) const PORT_PKEY_TBL_LEN: u16 = 1;
 /// The default partition key, full membership.
 pub(crate) const DEFAULT_PKEY: u16 = 0xffff;
+
+/// Remote access rights (`RXE_ACCESS_REMOTE`).
+const ACCESS_REMOTE: u32 = bindings::ib_access_flags_IB_ACCESS_REMOTE_READ
+    | bindings::ib_access_flags_IB_ACCESS_REMOTE_WRITE
+    | bindings::ib_access_flags_IB_ACCESS_REMOTE_ATOMIC;
+
+/// Access flags a memory region may have (`RXE_ACCESS_SUPPORTED_MR`).
+pub(crate) const ACCESS_SUPPORTED_MR: u32 = ACCESS_REMOTE
+    | bindings::ib_access_flags_IB_ACCESS_LOCAL_WRITE
+    | bindings::ib_access_flags_IB_ACCESS_MW_BIND
+    | bindings::ib_access_flags_IB_ACCESS_ON_DEMAND
+    | bindings::ib_access_flags_IB_ACCESS_FLUSH_GLOBAL
+    | bindings::ib_access_flags_IB_ACCESS_FLUSH_PERSISTENT
+    | bindings::ib_access_flags_IB_ACCESS_OPTIONAL;
+
+/// Access flags a queue pair may have (`RXE_ACCESS_SUPPORTED_QP`).
+pub(crate) const ACCESS_SUPPORTED_QP: u32 = ACCESS_SUPPORTED_MR;

@@ -31,6 +31,7 @@ mod icrc_vectors;
 mod net;
 mod param;
 mod pd;
+mod qp;
 mod queue;
 // The data path (requester, responder, completer) is what uses the protocol core.
 // The protocol core is also the public API of the host test crate, hence `pub` items that this

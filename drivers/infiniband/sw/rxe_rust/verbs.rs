@@ -7,6 +7,7 @@ use crate::{
     device::RxeDev,
     param,
     pd::Pd,
+    qp::Qp,
     roce::mtu::{
         ib_mtu_for_netdev_mtu,
         IbMtu, //
@@ -23,6 +24,8 @@ use kernel::{
             PortImmutable,
             PortPhysState,
             PortState, //
+            QpAttr,
+            QpInitAttr,
         },
         device::Device,
         driver::{
@@ -53,6 +56,7 @@ impl Driver for Rxe {
     type UContext = ();
     type Pd = Pd;
     type Cq = Cq;
+    type Qp = Qp;
 
     const DRIVER_ID: bindings::rdma_driver_id = bindings::rdma_driver_id_RDMA_DRIVER_RXE;
     const UVERBS_ABI_VERSION: u32 = param::UVERBS_ABI_VERSION;
@@ -170,5 +174,32 @@ impl Driver for Rxe {
 
     fn req_notify_cq(cq: &object::Cq<Self>, flags: u32) -> Result<bool> {
         cq.req_notify(flags)
+    }
+
+    fn create_qp(
+        dev: &Device<Self>,
+        init: &mut QpInitAttr,
+        udata: &mut UData<'_>,
+    ) -> Result<(impl PinInit<Qp, Error>, u32)> {
+        Qp::new(dev, init, udata)
+    }
+
+    fn modify_qp(
+        qp: &object::Qp<Self>,
+        attr: &QpAttr,
+        mask: u32,
+        _udata: &mut UData<'_>,
+    ) -> Result {
+        qp.modify(attr, mask)
+    }
+
+    fn query_qp(
+        qp: &object::Qp<Self>,
+        attr: &mut QpAttr,
+        _mask: u32,
+        init: &mut QpInitAttr,
+    ) -> Result {
+        qp.query(attr, init);
+        Ok(())
     }
 }

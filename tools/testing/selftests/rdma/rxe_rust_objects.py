@@ -2,9 +2,10 @@
 # SPDX-License-Identifier: GPL-2.0
 """rdma_rxe_rust verbs objects through unmodified rdma-core (pyverbs).
 
-Bad sizes get the C driver's errno, queue buffers are mapped once and only
-at offsets the driver offered, and creating and destroying 10,000 of each
-object leaves kernel memory (slab and vmalloc) where it was. KTAP output.
+Bad sizes and transitions get the C driver's errno, queue buffers are mapped
+once and only at offsets the driver offered, and creating and destroying
+10,000 of each object leaves kernel memory (slab and vmalloc) where it was.
+KTAP output.
 """
 
 import errno
@@ -17,6 +18,8 @@ from pyverbs.cq import CQ
 from pyverbs.device import Context
 from pyverbs.pd import PD
 from pyverbs.pyverbs_error import PyverbsRDMAError
+from pyverbs.qp import QP, QPAttr, QPCap, QPInitAttr
+import pyverbs.enums as e
 
 DEV = "rxe0"
 LOOPS = int(os.environ.get("RXE_LEAK_LOOPS", "10000"))
@@ -122,6 +125,41 @@ def run():
     check("resize below 1: EINVAL", lambda: fails_with(errno.EINVAL, lambda: cq.resize(0)))
     cq.close()
 
+    qcq = CQ(ctx, 16)
+
+    def qp_attr(qp_type, **cap):
+        c = dict(max_send_wr=4, max_recv_wr=4, max_send_sge=1, max_recv_sge=1)
+        c.update(cap)
+        return QPInitAttr(qp_type=qp_type, scq=qcq, rcq=qcq, cap=QPCap(**c))
+
+    check("QP with 33 send SGEs (max 32): EINVAL",
+          lambda: fails_with(errno.EINVAL, lambda: QP(pd, qp_attr(e.IBV_QPT_RC, max_send_sge=33))))
+    check("QP with 2^20 + 1 receive WRs: EINVAL",
+          lambda: fails_with(errno.EINVAL,
+                             lambda: QP(pd, qp_attr(e.IBV_QPT_UD, max_recv_wr=(1 << 20) + 1))))
+    check("QP with 513 bytes inline (max 512): EINVAL",
+          lambda: fails_with(errno.EINVAL,
+                             lambda: QP(pd, qp_attr(e.IBV_QPT_UC, max_inline_data=513))))
+
+    def qp_caps():
+        qp = QP(pd, qp_attr(e.IBV_QPT_RC, max_send_wr=10, max_send_sge=3, max_recv_wr=20))
+        attr, init = qp.query(e.IBV_QP_CAP)
+        # Rings of 16 and 32 slots; the SQ WQE holds 3 SGEs (48 bytes) of inline data.
+        assert (init.cap.max_send_wr, init.cap.max_recv_wr) == (15, 31), init.cap
+        assert init.cap.max_inline_data == 48, init.cap.max_inline_data
+        assert qp.qp_num >= 16, qp.qp_num
+        qp.close()
+    check("QP capabilities come back rounded as the rxe provider expects", qp_caps)
+
+    def illegal_transition():
+        qp = QP(pd, qp_attr(e.IBV_QPT_RC))
+        attr = QPAttr(qp_state=e.IBV_QPS_RTR)
+        try:
+            fails_with(errno.EINVAL, lambda: qp.modify(attr, e.IBV_QP_STATE))
+        finally:
+            qp.close()
+    check("RESET -> RTR: EINVAL", illegal_transition)
+
     # Leak check: warm up (slab caches grow once), then measure.
     def cycle(n):
         for _ in range(n):
@@ -129,6 +167,8 @@ def run():
             p.close()
             c = CQ(ctx, 16)
             c.close()
+            q = QP(pd, qp_attr(e.IBV_QPT_UD))
+            q.close()
         for _ in range(max(1, n // 10)):
             Context(name=DEV).close()
     cycle(100)
@@ -140,8 +180,9 @@ def run():
     def no_leak():
         # A leaked CQ ring alone is two pages: LOOPS of them would be tens of MB.
         assert growth < 2048, f"slab+vmalloc grew by {growth} kB"
-    check(f"{LOOPS} PDs, {LOOPS} CQs, {max(1, LOOPS // 10)} contexts: no kernel memory growth "
+    check(f"{LOOPS} PDs, CQs and QPs, {max(1, LOOPS // 10)} contexts: no kernel memory growth "
           f"({growth} kB)", no_leak)
+    qcq.close()
     pd.close()
     ctx.close()
 

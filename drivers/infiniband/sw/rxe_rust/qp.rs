@@ -1,0 +1,563 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Queue pairs: creation with the rxe queue layout, the IB state machine and attributes.
+//!
+//! A user queue pair's send and receive queues are rings user space produces into and the
+//! kernel consumes ([`Consumer`]); both are offered for `mmap` in the create response
+//! (`struct rxe_create_qp_resp`, receive queue first). A queue pair on a shared receive queue
+//! has no receive queue of its own.
+
+use crate::{
+    cq::MmInfo,
+    device::ObjectCount,
+    param,
+    queue::{
+        Consumer,
+        Ring, //
+    },
+    Rxe, //
+};
+use kernel::{
+    bindings, new_mutex,
+    prelude::*,
+    rdma::{
+        attr::{
+            modify_qp_is_ok,
+            QpAttr,
+            QpAttrCopy,
+            QpInitAttr, //
+        },
+        code,
+        device::Device,
+        mmap::MmapEntry,
+        object::UContext,
+        udata::UData, //
+    },
+    sync::{
+        Arc,
+        Mutex, //
+    },
+    xarray::{
+        AllocKind,
+        XArray, //
+    },
+};
+use zerocopy_derive::Immutable;
+
+/// Size of `struct ib_sge` / `struct rxe_sge`.
+const SGE_SIZE: u32 = core::mem::size_of::<bindings::ib_sge>() as u32;
+/// Size of `struct rxe_send_wqe` without its SGEs.
+const SEND_WQE_SIZE: usize = core::mem::size_of::<bindings::rxe_send_wqe>();
+/// Size of `struct rxe_recv_wqe` without its SGEs.
+const RECV_WQE_SIZE: usize = core::mem::size_of::<bindings::rxe_recv_wqe>();
+
+/// The QP number of the general services interface (QP1).
+const GSI_QPN: u32 = 1;
+
+/// The driver response of `create_qp` (`struct rxe_create_qp_resp`).
+#[derive(IntoBytes, Immutable, Clone, Copy)]
+#[repr(C)]
+struct CreateQpResp {
+    rq_mi: MmInfo,
+    sq_mi: MmInfo,
+}
+
+/// What the data path will need to find by QP number.
+pub(crate) struct QpShared {
+    /// The `enum ib_qp_type`.
+    #[expect(
+        dead_code,
+        reason = "the receive path (next step) looks queue pairs up by number"
+    )]
+    pub(crate) qp_type: u32,
+}
+
+/// The device's QP numbers: a map from number to queue pair.
+#[pin_data]
+pub(crate) struct QpTable {
+    #[pin]
+    qps: XArray<Arc<QpShared>>,
+    next: core::sync::atomic::AtomicU32,
+}
+
+impl QpTable {
+    /// Creates an empty table.
+    pub(crate) fn new() -> Result<Arc<Self>> {
+        Arc::pin_init(
+            pin_init!(Self {
+                qps <- XArray::new(AllocKind::Alloc),
+                next: core::sync::atomic::AtomicU32::new(param::MIN_QP_INDEX as u32),
+            }),
+            GFP_KERNEL,
+        )
+    }
+
+    /// Takes a QP number for `shared`: 1 for the GSI QP, else one from 16 up.
+    fn insert(self: &Arc<Self>, shared: Arc<QpShared>, gsi: bool) -> Result<QpNumber> {
+        use core::sync::atomic::Ordering::Relaxed;
+        let mut xa = self.qps.lock();
+        let qpn = if gsi {
+            if xa.get(GSI_QPN as usize).is_some() {
+                pr_debug!("GSI QP exists\n");
+                return Err(EINVAL);
+            }
+            xa.store(GSI_QPN as usize, shared, GFP_KERNEL)
+                .map_err(|e| e.error)?;
+            GSI_QPN
+        } else {
+            let mut next = self.next.load(Relaxed);
+            let max = param::MIN_QP_INDEX as u32 + param::MAX_QP as u32;
+            let qpn = xa
+                .alloc_cyclic(
+                    param::MIN_QP_INDEX as u32,
+                    max,
+                    &mut next,
+                    shared,
+                    GFP_KERNEL,
+                )
+                .map_err(|e| if e.error == EBUSY { EINVAL } else { e.error })?;
+            self.next.store(next, Relaxed);
+            qpn
+        };
+        Ok(QpNumber {
+            table: self.clone(),
+            qpn,
+        })
+    }
+}
+
+/// A QP number taken from a [`QpTable`]; dropping it frees the number.
+struct QpNumber {
+    table: Arc<QpTable>,
+    qpn: u32,
+}
+
+impl Drop for QpNumber {
+    fn drop(&mut self) {
+        drop(self.table.qps.lock().remove(self.qpn as usize));
+    }
+}
+
+/// One work queue (send or receive) of a queue pair.
+struct WorkQueue {
+    _consumer: Consumer,
+    _mmap: Option<MmapEntry>,
+    max_wr: u32,
+    max_sge: u32,
+    max_inline: u32,
+}
+
+impl WorkQueue {
+    fn new(
+        max_wr: u32,
+        max_sge: u32,
+        max_inline: u32,
+        wqe_size: usize,
+        ctx: Option<&UContext<Rxe>>,
+    ) -> Result<(Self, MmInfo)> {
+        let ring = Ring::new(max_wr, wqe_size)?;
+        let cap = ring.geometry().capacity();
+        let (mmap, mi) = match ctx {
+            Some(ctx) => {
+                let e = MmapEntry::new(ctx, ring.buffer().clone())?;
+                let mi = MmInfo::of(&e)?;
+                (Some(e), mi)
+            }
+            None => (None, MmInfo::default()),
+        };
+        Ok((
+            Self {
+                _consumer: Consumer::new(&ring),
+                _mmap: mmap,
+                max_wr: cap,
+                max_sge,
+                max_inline,
+            },
+            mi,
+        ))
+    }
+}
+
+/// The attributes `modify_qp` sets and `query_qp` reports.
+struct QpState {
+    attr: QpAttrCopy,
+}
+
+/// A queue pair.
+#[pin_data]
+pub(crate) struct Qp {
+    qp_type: u32,
+    sq_sig_all: bool,
+    sq: WorkQueue,
+    rq: Option<WorkQueue>,
+    #[pin]
+    state: Mutex<QpState>,
+    _qpn: QpNumber,
+    _count: ObjectCount,
+}
+
+/// Checks requested capabilities against the device's limits (as `rxe_qp_chk_cap`).
+fn check_cap(cap: &bindings::ib_qp_cap, has_srq: bool) -> Result {
+    let ok = cap.max_send_wr <= param::MAX_QP_WR as u32
+        && cap.max_send_sge <= param::MAX_SGE as u32
+        && (has_srq
+            || (cap.max_recv_wr <= param::MAX_QP_WR as u32
+                && cap.max_recv_sge <= param::MAX_SGE as u32))
+        && cap.max_inline_data <= param::MAX_INLINE_DATA as u32;
+    if ok {
+        Ok(())
+    } else {
+        pr_debug!("QP capabilities over the device's limits\n");
+        Err(EINVAL)
+    }
+}
+
+impl Qp {
+    /// Creates a queue pair on `dev` as `init` describes; returns it with its number.
+    pub(crate) fn new(
+        dev: &Device<Rxe>,
+        init: &mut QpInitAttr,
+        udata: &mut UData<'_>,
+    ) -> Result<(impl PinInit<Self, Error>, u32)> {
+        let ctx = if udata.is_user() {
+            if udata.inlen() != 0 {
+                pr_debug!("create_qp with driver input\n");
+                return Err(EINVAL);
+            }
+            if udata.outlen() < core::mem::size_of::<CreateQpResp>() {
+                pr_debug!("create_qp response too small ({})\n", udata.outlen());
+                return Err(EINVAL);
+            }
+            udata.ucontext::<Rxe>()
+        } else {
+            None
+        };
+        if init.create_flags != 0 {
+            return Err(code::eopnotsupp());
+        }
+        let qp_type = init.qp_type;
+        let gsi = qp_type == bindings::ib_qp_type_IB_QPT_GSI;
+        if !(gsi
+            || qp_type == bindings::ib_qp_type_IB_QPT_RC
+            || qp_type == bindings::ib_qp_type_IB_QPT_UC
+            || qp_type == bindings::ib_qp_type_IB_QPT_UD)
+        {
+            return Err(code::eopnotsupp());
+        }
+        if !init.has_cqs() {
+            pr_debug!("create_qp without a completion queue\n");
+            return Err(EINVAL);
+        }
+        let has_srq = init.has_srq();
+        check_cap(&init.cap, has_srq)?;
+        if gsi && init.port_num != param::PORT {
+            return Err(EINVAL);
+        }
+
+        let count = dev.qps.take()?;
+        let shared = Arc::new(QpShared { qp_type }, GFP_KERNEL)?;
+        let qpn = dev.qp_table.insert(shared, gsi)?;
+
+        // Send queue: a WQE holds its SGEs or its inline data, whichever is larger.
+        let cap = init.cap;
+        let data = (cap.max_send_sge * SGE_SIZE).max(cap.max_inline_data);
+        let (sq, sq_mi) = WorkQueue::new(
+            cap.max_send_wr,
+            data / SGE_SIZE,
+            data,
+            SEND_WQE_SIZE + data as usize,
+            ctx,
+        )?;
+        let (rq, rq_mi) = if has_srq {
+            (None, MmInfo::default())
+        } else {
+            let (rq, mi) = WorkQueue::new(
+                cap.max_recv_wr,
+                cap.max_recv_sge,
+                0,
+                RECV_WQE_SIZE + (cap.max_recv_sge * SGE_SIZE) as usize,
+                ctx,
+            )?;
+            (Some(rq), mi)
+        };
+        if ctx.is_some() {
+            udata.respond(&CreateQpResp { rq_mi, sq_mi })?;
+        }
+
+        // The capabilities really given, which may exceed those asked for.
+        init.cap.max_send_wr = sq.max_wr;
+        init.cap.max_send_sge = sq.max_sge;
+        init.cap.max_inline_data = sq.max_inline;
+        if let Some(rq) = &rq {
+            init.cap.max_recv_wr = rq.max_wr;
+        }
+
+        let mut attr = QpAttrCopy::default();
+        attr.update(|a| {
+            a.qp_state = bindings::ib_qp_state_IB_QPS_RESET;
+            a.cur_qp_state = bindings::ib_qp_state_IB_QPS_RESET;
+            a.path_mtu = bindings::ib_mtu_IB_MTU_256;
+            a.port_num = param::PORT;
+            if gsi {
+                a.qkey = bindings::IB_QP1_QKEY;
+            }
+        });
+        let number = qpn.qpn;
+        let sq_sig_all = init.sq_sig_type == bindings::ib_sig_type_IB_SIGNAL_ALL_WR;
+        Ok((
+            try_pin_init!(Self {
+                qp_type,
+                sq_sig_all,
+                sq,
+                rq,
+                state <- new_mutex!(QpState { attr }),
+                _qpn: qpn,
+                _count: count,
+            }),
+            number,
+        ))
+    }
+
+    /// Applies `attr` under `mask`, after checking the transition and every value.
+    pub(crate) fn modify(&self, attr: &QpAttr, mask: u32) -> Result {
+        if mask & !bindings::ib_qp_attr_mask_IB_QP_ATTR_STANDARD_BITS != 0 {
+            return Err(code::eopnotsupp());
+        }
+        let mut st = self.state.lock();
+        let cur = if mask & bindings::ib_qp_attr_mask_IB_QP_CUR_STATE != 0 {
+            attr.cur_qp_state
+        } else {
+            st.attr.get().qp_state
+        };
+        let next = if mask & bindings::ib_qp_attr_mask_IB_QP_STATE != 0 {
+            attr.qp_state
+        } else {
+            cur
+        };
+        if !modify_qp_is_ok(cur, next, self.qp_type, mask) {
+            pr_debug!(
+                "illegal QP transition {} -> {} with mask {:#x}\n",
+                cur,
+                next,
+                mask
+            );
+            return Err(EINVAL);
+        }
+        check_attr(attr, mask, self.qp_type)?;
+        st.attr.update(|dst| apply(dst, attr, mask));
+        Ok(())
+    }
+
+    /// Reports the attributes and the creation parameters.
+    pub(crate) fn query(&self, attr: &mut QpAttr, init: &mut QpInitAttr) {
+        let st = self.state.lock();
+        attr.set_from(&st.attr);
+        attr.cap.max_send_wr = self.sq.max_wr;
+        attr.cap.max_send_sge = self.sq.max_sge;
+        attr.cap.max_inline_data = self.sq.max_inline;
+        if let Some(rq) = &self.rq {
+            attr.cap.max_recv_wr = rq.max_wr;
+            attr.cap.max_recv_sge = rq.max_sge;
+        }
+        init.qp_type = self.qp_type;
+        init.cap = attr.cap;
+        init.sq_sig_type = if self.sq_sig_all {
+            bindings::ib_sig_type_IB_SIGNAL_ALL_WR
+        } else {
+            bindings::ib_sig_type_IB_SIGNAL_REQ_WR
+        };
+    }
+}
+
+/// Checks the values of a modify request (as `rxe_qp_chk_attr`).
+fn check_attr(attr: &QpAttr, mask: u32, qp_type: u32) -> Result {
+    let m = |bit: u32| mask & bit != 0;
+    let bad = (m(bindings::ib_qp_attr_mask_IB_QP_PORT) && attr.port_num != param::PORT)
+        || (m(bindings::ib_qp_attr_mask_IB_QP_CAP) && check_cap(&attr.cap, false).is_err())
+        || (m(bindings::ib_qp_attr_mask_IB_QP_ACCESS_FLAGS)
+            && (!(qp_type == bindings::ib_qp_type_IB_QPT_RC
+                || qp_type == bindings::ib_qp_type_IB_QPT_UC)
+                || attr.qp_access_flags as u32 & !param::ACCESS_SUPPORTED_QP != 0))
+        || (m(bindings::ib_qp_attr_mask_IB_QP_AV) && check_av(&attr.ah_attr).is_err())
+        || (m(bindings::ib_qp_attr_mask_IB_QP_ALT_PATH)
+            && (check_av(&attr.alt_ah_attr).is_err()
+                || attr.alt_port_num != param::PORT
+                || attr.alt_timeout > 31))
+        || (m(bindings::ib_qp_attr_mask_IB_QP_PATH_MTU)
+            && attr.path_mtu > bindings::ib_mtu_IB_MTU_4096)
+        || (m(bindings::ib_qp_attr_mask_IB_QP_MAX_QP_RD_ATOMIC)
+            && u32::from(attr.max_rd_atomic) > param::MAX_QP_RD_ATOM as u32)
+        || (m(bindings::ib_qp_attr_mask_IB_QP_TIMEOUT) && attr.timeout > 31);
+    if bad {
+        pr_debug!("bad QP attributes (mask {:#x})\n", mask);
+        return Err(EINVAL);
+    }
+    Ok(())
+}
+
+/// Checks an address vector: RoCE needs a global route with a valid source GID index.
+fn check_av(ah: &bindings::rdma_ah_attr) -> Result {
+    if u32::from(ah.ah_flags) & bindings::ib_ah_flags_IB_AH_GRH == 0 {
+        return Err(EINVAL);
+    }
+    if u32::from(ah.grh.sgid_index) >= param::PORT_GID_TBL_LEN as u32 {
+        return Err(EINVAL);
+    }
+    Ok(())
+}
+
+/// Copies the attributes selected by `mask` (as `rxe_qp_from_attr`).
+fn apply(dst: &mut bindings::ib_qp_attr, src: &QpAttr, mask: u32) {
+    let m = |bit: u32| mask & bit != 0;
+    if m(bindings::ib_qp_attr_mask_IB_QP_CUR_STATE) {
+        dst.cur_qp_state = src.qp_state;
+    }
+    if m(bindings::ib_qp_attr_mask_IB_QP_STATE) {
+        dst.qp_state = src.qp_state;
+        dst.cur_qp_state = src.qp_state;
+    }
+    if m(bindings::ib_qp_attr_mask_IB_QP_MAX_QP_RD_ATOMIC) {
+        dst.max_rd_atomic = round_atomic(src.max_rd_atomic);
+    }
+    if m(bindings::ib_qp_attr_mask_IB_QP_MAX_DEST_RD_ATOMIC) {
+        dst.max_dest_rd_atomic = round_atomic(src.max_dest_rd_atomic);
+    }
+    if m(bindings::ib_qp_attr_mask_IB_QP_EN_SQD_ASYNC_NOTIFY) {
+        dst.en_sqd_async_notify = src.en_sqd_async_notify;
+    }
+    if m(bindings::ib_qp_attr_mask_IB_QP_ACCESS_FLAGS) {
+        dst.qp_access_flags = src.qp_access_flags;
+    }
+    if m(bindings::ib_qp_attr_mask_IB_QP_PKEY_INDEX) {
+        dst.pkey_index = src.pkey_index;
+    }
+    if m(bindings::ib_qp_attr_mask_IB_QP_PORT) {
+        dst.port_num = src.port_num;
+    }
+    if m(bindings::ib_qp_attr_mask_IB_QP_QKEY) {
+        dst.qkey = src.qkey;
+    }
+    if m(bindings::ib_qp_attr_mask_IB_QP_AV) {
+        dst.ah_attr = src.ah_attr;
+    }
+    if m(bindings::ib_qp_attr_mask_IB_QP_ALT_PATH) {
+        dst.alt_ah_attr = src.alt_ah_attr;
+        dst.alt_port_num = src.alt_port_num;
+        dst.alt_pkey_index = src.alt_pkey_index;
+        dst.alt_timeout = src.alt_timeout;
+    }
+    if m(bindings::ib_qp_attr_mask_IB_QP_PATH_MTU) {
+        dst.path_mtu = src.path_mtu;
+    }
+    if m(bindings::ib_qp_attr_mask_IB_QP_TIMEOUT) {
+        dst.timeout = src.timeout;
+    }
+    if m(bindings::ib_qp_attr_mask_IB_QP_RETRY_CNT) {
+        dst.retry_cnt = src.retry_cnt;
+    }
+    if m(bindings::ib_qp_attr_mask_IB_QP_RNR_RETRY) {
+        dst.rnr_retry = src.rnr_retry;
+    }
+    if m(bindings::ib_qp_attr_mask_IB_QP_RQ_PSN) {
+        dst.rq_psn = src.rq_psn & 0x00ff_ffff;
+    }
+    if m(bindings::ib_qp_attr_mask_IB_QP_MIN_RNR_TIMER) {
+        dst.min_rnr_timer = src.min_rnr_timer;
+    }
+    if m(bindings::ib_qp_attr_mask_IB_QP_SQ_PSN) {
+        dst.sq_psn = src.sq_psn & 0x00ff_ffff;
+    }
+    if m(bindings::ib_qp_attr_mask_IB_QP_PATH_MIG_STATE) {
+        dst.path_mig_state = src.path_mig_state;
+    }
+    if m(bindings::ib_qp_attr_mask_IB_QP_DEST_QPN) {
+        dst.dest_qp_num = src.dest_qp_num;
+    }
+}
+
+/// Rounds a read/atomic depth up to a power of two, as the C driver stores it.
+fn round_atomic(n: u8) -> u8 {
+    if n == 0 {
+        0
+    } else {
+        n.checked_next_power_of_two().unwrap_or(128)
+    }
+}
+
+#[kunit_tests(rdma_rxe_rust_qp)]
+mod tests {
+    use super::*;
+    use bindings::{
+        ib_qp_attr_mask_IB_QP_ACCESS_FLAGS as ACCESS,
+        ib_qp_attr_mask_IB_QP_AV as AV,
+        ib_qp_attr_mask_IB_QP_DEST_QPN as DEST_QPN,
+        ib_qp_attr_mask_IB_QP_MAX_DEST_RD_ATOMIC as MAX_DEST_RD_ATOMIC,
+        ib_qp_attr_mask_IB_QP_MAX_QP_RD_ATOMIC as MAX_RD_ATOMIC,
+        ib_qp_attr_mask_IB_QP_MIN_RNR_TIMER as MIN_RNR_TIMER,
+        ib_qp_attr_mask_IB_QP_PATH_MTU as PATH_MTU,
+        ib_qp_attr_mask_IB_QP_PKEY_INDEX as PKEY,
+        ib_qp_attr_mask_IB_QP_PORT as PORT,
+        ib_qp_attr_mask_IB_QP_QKEY as QKEY,
+        ib_qp_attr_mask_IB_QP_RETRY_CNT as RETRY_CNT,
+        ib_qp_attr_mask_IB_QP_RNR_RETRY as RNR_RETRY,
+        ib_qp_attr_mask_IB_QP_RQ_PSN as RQ_PSN,
+        ib_qp_attr_mask_IB_QP_SQ_PSN as SQ_PSN,
+        ib_qp_attr_mask_IB_QP_STATE as STATE,
+        ib_qp_attr_mask_IB_QP_TIMEOUT as TIMEOUT,
+        ib_qp_state_IB_QPS_ERR as ERR,
+        ib_qp_state_IB_QPS_INIT as INIT,
+        ib_qp_state_IB_QPS_RESET as RESET,
+        ib_qp_state_IB_QPS_RTR as RTR,
+        ib_qp_state_IB_QPS_RTS as RTS,
+        ib_qp_type_IB_QPT_RC as RC,
+        ib_qp_type_IB_QPT_UD as UD, //
+    };
+
+    #[test]
+    fn rc_path_to_rts_needs_the_ibta_attributes() {
+        assert!(modify_qp_is_ok(
+            RESET,
+            INIT,
+            RC,
+            STATE | PKEY | PORT | ACCESS
+        ));
+        assert!(!modify_qp_is_ok(RESET, INIT, RC, STATE | PKEY | PORT));
+        let rtr = STATE | AV | PATH_MTU | DEST_QPN | RQ_PSN | MAX_DEST_RD_ATOMIC | MIN_RNR_TIMER;
+        assert!(modify_qp_is_ok(INIT, RTR, RC, rtr));
+        assert!(!modify_qp_is_ok(INIT, RTR, RC, rtr & !AV));
+        let rts = STATE | SQ_PSN | TIMEOUT | RETRY_CNT | RNR_RETRY | MAX_RD_ATOMIC;
+        assert!(modify_qp_is_ok(RTR, RTS, RC, rts));
+        // QKEY is not an RC attribute.
+        assert!(!modify_qp_is_ok(RTR, RTS, RC, rts | QKEY));
+    }
+
+    #[test]
+    fn illegal_transitions_are_refused() {
+        assert!(!modify_qp_is_ok(RESET, RTR, RC, STATE));
+        assert!(!modify_qp_is_ok(RESET, RTS, UD, STATE));
+        assert!(!modify_qp_is_ok(INIT, RTS, RC, STATE | SQ_PSN));
+        // Any state may go to error or reset.
+        assert!(modify_qp_is_ok(RTS, ERR, RC, STATE));
+        assert!(modify_qp_is_ok(RTR, RESET, UD, STATE));
+    }
+
+    #[test]
+    fn ud_needs_qkey_not_access_flags() {
+        assert!(modify_qp_is_ok(RESET, INIT, UD, STATE | PKEY | PORT | QKEY));
+        assert!(!modify_qp_is_ok(
+            RESET,
+            INIT,
+            UD,
+            STATE | PKEY | PORT | ACCESS
+        ));
+    }
+
+    #[test]
+    fn read_atomic_depths_round_up_to_powers_of_two() {
+        assert_eq!(round_atomic(0), 0);
+        assert_eq!(round_atomic(1), 1);
+        assert_eq!(round_atomic(3), 4);
+        assert_eq!(round_atomic(128), 128);
+        assert_eq!(round_atomic(200), 128);
+    }
+}
