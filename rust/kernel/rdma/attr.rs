@@ -168,3 +168,74 @@ impl QpAttr {
         self.0 = copy.0;
     }
 }
+
+attr_wrapper!(
+    /// An address vector (`struct rdma_ah_attr`): where a packet goes.
+    AhAttr,
+    bindings::rdma_ah_attr
+);
+
+impl AhAttr {
+    /// Returns whether the vector has a global route header (RoCE requires one).
+    pub fn has_grh(&self) -> bool {
+        u32::from(self.0.ah_flags) & bindings::ib_ah_flags_IB_AH_GRH != 0
+    }
+
+    /// Returns the destination GID.
+    pub fn dgid(&self) -> [u8; 16] {
+        // SAFETY: Every variant of `union ib_gid` is 16 plain bytes.
+        unsafe { self.0.grh.dgid.raw }
+    }
+
+    /// Returns the destination MAC of a RoCE vector, or `None` for another kind.
+    pub fn roce_dmac(&self) -> Option<[u8; 6]> {
+        if self.0.type_ != bindings::rdma_ah_attr_type_RDMA_AH_ATTR_TYPE_ROCE {
+            return None;
+        }
+        // SAFETY: The type says the `roce` variant is the one in use.
+        Some(unsafe { self.0.__bindgen_anon_1.roce.dmac })
+    }
+
+    /// Makes this a RoCE vector with a global route (the fields not passed are zeroed).
+    pub fn set_roce(&mut self, grh: &GlobalRoute, dmac: [u8; 6], port_num: u32, sl: u8) {
+        let mut a: bindings::rdma_ah_attr = pin_init::zeroed();
+        a.type_ = bindings::rdma_ah_attr_type_RDMA_AH_ATTR_TYPE_ROCE;
+        a.ah_flags = bindings::ib_ah_flags_IB_AH_GRH as u8;
+        a.port_num = port_num;
+        a.sl = sl;
+        a.grh.dgid.raw = grh.dgid;
+        a.grh.flow_label = grh.flow_label;
+        a.grh.sgid_index = grh.sgid_index;
+        a.grh.hop_limit = grh.hop_limit;
+        a.grh.traffic_class = grh.traffic_class;
+        a.__bindgen_anon_1.roce.dmac = dmac;
+        self.0 = a;
+    }
+
+    /// Returns the global route (meaningful if [`AhAttr::has_grh`]).
+    pub fn global_route(&self) -> GlobalRoute {
+        GlobalRoute {
+            dgid: self.dgid(),
+            flow_label: self.0.grh.flow_label,
+            sgid_index: self.0.grh.sgid_index,
+            hop_limit: self.0.grh.hop_limit,
+            traffic_class: self.0.grh.traffic_class,
+        }
+    }
+}
+
+/// The global route of an address vector (`struct ib_global_route`, without the core's
+/// reference to the source GID).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GlobalRoute {
+    /// Destination GID.
+    pub dgid: [u8; 16],
+    /// IPv6 flow label.
+    pub flow_label: u32,
+    /// Index of the source GID in the port's table.
+    pub sgid_index: u8,
+    /// Hop limit / TTL.
+    pub hop_limit: u8,
+    /// Traffic class / DSCP+ECN.
+    pub traffic_class: u8,
+}

@@ -8,6 +8,7 @@ use crate::{
     prelude::*,
     rdma::{
         attr::{
+            AhAttr,
             DeviceAttr,
             LinkLayer,
             PortAttr,
@@ -19,7 +20,9 @@ use crate::{
         device::Device,
         mmap::MmapEntry,
         object::{
+            Ah,
             Cq,
+            Mw,
             Pd,
             Qp,
             UContext, //
@@ -49,6 +52,12 @@ pub trait Driver: Sized + 'static {
 
     /// The driver's data in each queue pair.
     type Qp: Send + Sync;
+
+    /// The driver's data in each address handle.
+    type Ah: Send + Sync;
+
+    /// The driver's data in each memory window.
+    type Mw: Send + Sync;
 
     /// The uverbs driver id (`enum rdma_driver_id`), which user-space providers match.
     const DRIVER_ID: bindings::rdma_driver_id;
@@ -121,6 +130,34 @@ pub trait Driver: Sized + 'static {
     /// Reports the attributes of a queue pair.
     fn query_qp(qp: &Qp<Self>, attr: &mut QpAttr, mask: u32, init: &mut QpInitAttr) -> Result;
 
+    /// Creates the driver's data of an address handle for `attr`.
+    ///
+    /// Unless `sleepable`, it runs in atomic context: allocate with `GFP_ATOMIC`.
+    fn create_ah(
+        _dev: &Device<Self>,
+        _attr: &AhAttr,
+        _sleepable: bool,
+        _udata: &mut UData<'_>,
+    ) -> Result<Self::Ah> {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Reports the address vector of an address handle.
+    fn query_ah(_ah: &Ah<Self>, _attr: &mut AhAttr) -> Result {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Creates the driver's data of a memory window of type `mw_type` (1 or 2).
+    ///
+    /// Returns it with the window's R_Key.
+    fn alloc_mw(
+        _dev: &Device<Self>,
+        _mw_type: u32,
+        _udata: &mut UData<'_>,
+    ) -> Result<(Self::Mw, u32)> {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
     /// Creates the driver's data for a new protection domain.
     ///
     /// The core drops it when the domain is destroyed, after every object in it.
@@ -182,6 +219,46 @@ impl<T: Driver> OpsTable<T> {
         post_send: Some(Self::post_send),
         post_recv: Some(Self::post_recv),
         size_ib_qp: core::mem::size_of::<Qp<T>>(),
+        create_ah: if T::HAS_CREATE_AH {
+            Some(Self::create_ah)
+        } else {
+            None
+        },
+        create_user_ah: if T::HAS_CREATE_AH {
+            Some(Self::create_ah)
+        } else {
+            None
+        },
+        destroy_ah: if T::HAS_CREATE_AH {
+            Some(Self::destroy_ah)
+        } else {
+            None
+        },
+        query_ah: if T::HAS_QUERY_AH {
+            Some(Self::query_ah)
+        } else {
+            None
+        },
+        size_ib_ah: if T::HAS_CREATE_AH {
+            core::mem::size_of::<Ah<T>>()
+        } else {
+            0
+        },
+        alloc_mw: if T::HAS_ALLOC_MW {
+            Some(Self::alloc_mw)
+        } else {
+            None
+        },
+        dealloc_mw: if T::HAS_ALLOC_MW {
+            Some(Self::dealloc_mw)
+        } else {
+            None
+        },
+        size_ib_mw: if T::HAS_ALLOC_MW {
+            core::mem::size_of::<Mw<T>>()
+        } else {
+            0
+        },
         size_ib_ucontext: core::mem::size_of::<UContext<T>>(),
         alloc_pd: if T::HAS_ALLOC_PD {
             Some(Self::alloc_pd)
@@ -484,6 +561,97 @@ impl<T: Driver> OpsTable<T> {
             unsafe { bad_wr.write(wr) };
         }
         code::eopnotsupp().to_errno()
+    }
+
+    /// # Safety
+    ///
+    /// Called by the RDMA core only, with the arguments of this op of `struct ib_device_ops`.
+    unsafe extern "C" fn create_ah(
+        ibah: *mut bindings::ib_ah,
+        init: *mut bindings::rdma_ah_init_attr,
+        udata: *mut bindings::ib_udata,
+    ) -> c_int {
+        // SAFETY: The core passes a handle allocated with `size_ib_ah` (our container) whose
+        // `device` is set, its attributes and an optional udata.
+        let (dev, attr, sleepable, mut udata) = unsafe {
+            (
+                Ah::<T>::device_of(ibah),
+                &*AhAttr::from_raw((*init).ah_attr),
+                (*init).flags & bindings::rdma_create_ah_flags_RDMA_CREATE_AH_SLEEPABLE != 0,
+                UData::from_raw(udata),
+            )
+        };
+        match T::create_ah(dev, attr, sleepable, &mut udata) {
+            Ok(data) => {
+                // SAFETY: The container's data field is valid for writes and uninitialised.
+                unsafe { Ah::<T>::data_ptr(ibah).write(data) };
+                0
+            }
+            Err(e) => e.to_errno(),
+        }
+    }
+
+    /// # Safety
+    ///
+    /// Called by the RDMA core only, with the arguments of this op of `struct ib_device_ops`.
+    unsafe extern "C" fn destroy_ah(ibah: *mut bindings::ib_ah, _flags: u32) -> c_int {
+        // SAFETY: `create_ah` succeeded for this handle; the core calls this once.
+        unsafe { core::ptr::drop_in_place(Ah::<T>::data_ptr(ibah)) };
+        0
+    }
+
+    /// # Safety
+    ///
+    /// Called by the RDMA core only, with the arguments of this op of `struct ib_device_ops`.
+    unsafe extern "C" fn query_ah(
+        ibah: *mut bindings::ib_ah,
+        attr: *mut bindings::rdma_ah_attr,
+    ) -> c_int {
+        // SAFETY: The core passes a live handle and a buffer to fill.
+        let (ah, attr) = unsafe { (Ah::<T>::from_raw(ibah), AhAttr::from_raw(attr)) };
+        match T::query_ah(ah, attr) {
+            Ok(()) => 0,
+            Err(e) => e.to_errno(),
+        }
+    }
+
+    /// # Safety
+    ///
+    /// Called by the RDMA core only, with the arguments of this op of `struct ib_device_ops`.
+    unsafe extern "C" fn alloc_mw(
+        ibmw: *mut bindings::ib_mw,
+        udata: *mut bindings::ib_udata,
+    ) -> c_int {
+        // SAFETY: The core passes a window allocated with `size_ib_mw` (our container) whose
+        // `device` and `type` are set, and the call's udata.
+        let (dev, mw_type, mut udata) = unsafe {
+            (
+                Mw::<T>::device_of(ibmw),
+                (*ibmw).type_,
+                UData::from_raw(udata),
+            )
+        };
+        match T::alloc_mw(dev, mw_type, &mut udata) {
+            Ok((data, rkey)) => {
+                // SAFETY: The container's data field is valid for writes and uninitialised;
+                // the window is not visible to anyone yet.
+                unsafe {
+                    Mw::<T>::data_ptr(ibmw).write(data);
+                    (*ibmw).rkey = rkey;
+                }
+                0
+            }
+            Err(e) => e.to_errno(),
+        }
+    }
+
+    /// # Safety
+    ///
+    /// Called by the RDMA core only, with the arguments of this op of `struct ib_device_ops`.
+    unsafe extern "C" fn dealloc_mw(ibmw: *mut bindings::ib_mw) -> c_int {
+        // SAFETY: `alloc_mw` succeeded for this window; the core calls this once.
+        unsafe { core::ptr::drop_in_place(Mw::<T>::data_ptr(ibmw)) };
+        0
     }
 
     /// # Safety

@@ -117,3 +117,17 @@ core_object!(
     ib_qp,
     Qp
 );
+
+core_object!(
+    /// An address handle (`struct ib_ah`).
+    Ah,
+    ib_ah,
+    Ah
+);
+
+core_object!(
+    /// A memory window (`struct ib_mw`).
+    Mw,
+    ib_mw,
+    Mw
+);

@@ -3,9 +3,20 @@
 //! The Soft-RoCE device: one RDMA device with one port on top of an Ethernet netdevice.
 
 use crate::{
+    ah::{
+        new_ah_table,
+        AhTable, //
+    },
+    mw::{
+        new_mw_table,
+        MwTable, //
+    },
     net::RoceSockets,
     param,
-    qp::QpTable,
+    qp::{
+        new_qp_table,
+        QpTable, //
+    },
     Rxe, //
 };
 use kernel::{
@@ -46,6 +57,12 @@ pub(crate) struct RxeDev {
     pub(crate) qps: ObjectLimit,
     /// The queue pairs by number.
     pub(crate) qp_table: Arc<QpTable>,
+    /// The address handles by number.
+    pub(crate) ah_table: Arc<AhTable>,
+    /// Live memory windows, bounded by the reported `max_mw`.
+    pub(crate) mws: ObjectLimit,
+    /// The memory windows by R_Key index.
+    pub(crate) mw_table: Arc<MwTable>,
 }
 
 /// A count of live objects of one kind with a limit, as the device reports in `max_*`.
@@ -108,7 +125,10 @@ impl RxeDev {
             pds: ObjectLimit::new(param::MAX_PD as u32)?,
             cqs: ObjectLimit::new(param::MAX_CQ as u32)?,
             qps: ObjectLimit::new(param::MAX_QP as u32)?,
-            qp_table: QpTable::new()?,
+            qp_table: new_qp_table()?,
+            ah_table: new_ah_table()?,
+            mws: ObjectLimit::new(param::MAX_MW as u32)?,
+            mw_table: new_mw_table()?,
         })
     }
 

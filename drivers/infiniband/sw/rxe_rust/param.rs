@@ -19,9 +19,10 @@ const DEFAULT_MAX_VALUE: i32 = 1 << 20;
 pub(crate) const MIN_QP_INDEX: i32 = 16;
 
 /// Memory region indices (the upper 24 bits of an lkey/rkey).
-const MAX_MR_INDEX: i32 = DEFAULT_MAX_VALUE >> 1;
-const MIN_MR_INDEX: i32 = 1;
-const MIN_MW_INDEX: i32 = MAX_MR_INDEX + 1;
+pub(crate) const MAX_MR_INDEX: i32 = DEFAULT_MAX_VALUE >> 1;
+pub(crate) const MIN_MR_INDEX: i32 = 1;
+pub(crate) const MIN_MW_INDEX: i32 = MAX_MR_INDEX + 1;
+pub(crate) const MAX_MW_INDEX: i32 = DEFAULT_MAX_VALUE;
 const MIN_SRQ_INDEX: i32 = 0x0002_0001;
 
 /// Scatter/gather entries per work request.

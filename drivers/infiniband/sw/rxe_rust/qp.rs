@@ -10,6 +10,10 @@
 use crate::{
     cq::MmInfo,
     device::ObjectCount,
+    index::{
+        Index,
+        IndexTable, //
+    },
     param,
     queue::{
         Consumer,
@@ -36,10 +40,6 @@ use kernel::{
     sync::{
         Arc,
         Mutex, //
-    },
-    xarray::{
-        AllocKind,
-        XArray, //
     },
 };
 use zerocopy_derive::Immutable;
@@ -72,70 +72,15 @@ pub(crate) struct QpShared {
     pub(crate) qp_type: u32,
 }
 
-/// The device's QP numbers: a map from number to queue pair.
-#[pin_data]
-pub(crate) struct QpTable {
-    #[pin]
-    qps: XArray<Arc<QpShared>>,
-    next: core::sync::atomic::AtomicU32,
-}
+/// The device's QP numbers: QP1 and the cyclic range from 16.
+pub(crate) type QpTable = IndexTable<QpShared>;
 
-impl QpTable {
-    /// Creates an empty table.
-    pub(crate) fn new() -> Result<Arc<Self>> {
-        Arc::pin_init(
-            pin_init!(Self {
-                qps <- XArray::new(AllocKind::Alloc),
-                next: core::sync::atomic::AtomicU32::new(param::MIN_QP_INDEX as u32),
-            }),
-            GFP_KERNEL,
-        )
-    }
-
-    /// Takes a QP number for `shared`: 1 for the GSI QP, else one from 16 up.
-    fn insert(self: &Arc<Self>, shared: Arc<QpShared>, gsi: bool) -> Result<QpNumber> {
-        use core::sync::atomic::Ordering::Relaxed;
-        let mut xa = self.qps.lock();
-        let qpn = if gsi {
-            if xa.get(GSI_QPN as usize).is_some() {
-                pr_debug!("GSI QP exists\n");
-                return Err(EINVAL);
-            }
-            xa.store(GSI_QPN as usize, shared, GFP_KERNEL)
-                .map_err(|e| e.error)?;
-            GSI_QPN
-        } else {
-            let mut next = self.next.load(Relaxed);
-            let max = param::MIN_QP_INDEX as u32 + param::MAX_QP as u32;
-            let qpn = xa
-                .alloc_cyclic(
-                    param::MIN_QP_INDEX as u32,
-                    max,
-                    &mut next,
-                    shared,
-                    GFP_KERNEL,
-                )
-                .map_err(|e| if e.error == EBUSY { EINVAL } else { e.error })?;
-            self.next.store(next, Relaxed);
-            qpn
-        };
-        Ok(QpNumber {
-            table: self.clone(),
-            qpn,
-        })
-    }
-}
-
-/// A QP number taken from a [`QpTable`]; dropping it frees the number.
-struct QpNumber {
-    table: Arc<QpTable>,
-    qpn: u32,
-}
-
-impl Drop for QpNumber {
-    fn drop(&mut self) {
-        drop(self.table.qps.lock().remove(self.qpn as usize));
-    }
+/// Creates the device's QP number table.
+pub(crate) fn new_qp_table() -> Result<Arc<QpTable>> {
+    QpTable::new(
+        param::MIN_QP_INDEX as u32,
+        (param::MIN_QP_INDEX + param::MAX_QP) as u32,
+    )
 }
 
 /// One work queue (send or receive) of a queue pair.
@@ -192,7 +137,7 @@ pub(crate) struct Qp {
     rq: Option<WorkQueue>,
     #[pin]
     state: Mutex<QpState>,
-    _qpn: QpNumber,
+    _qpn: Index<QpShared>,
     _count: ObjectCount,
 }
 
@@ -256,7 +201,11 @@ impl Qp {
 
         let count = dev.qps.take()?;
         let shared = Arc::new(QpShared { qp_type }, GFP_KERNEL)?;
-        let qpn = dev.qp_table.insert(shared, gsi)?;
+        let qpn = if gsi {
+            dev.qp_table.insert_at(GSI_QPN, shared)?
+        } else {
+            dev.qp_table.insert(shared, GFP_KERNEL)?
+        };
 
         // Send queue: a WQE holds its SGEs or its inline data, whichever is larger.
         let cap = init.cap;
@@ -302,7 +251,7 @@ impl Qp {
                 a.qkey = bindings::IB_QP1_QKEY;
             }
         });
-        let number = qpn.qpn;
+        let number = qpn.get();
         let sq_sig_all = init.sq_sig_type == bindings::ib_sig_type_IB_SIGNAL_ALL_WR;
         Ok((
             try_pin_init!(Self {

@@ -23,11 +23,14 @@ use kernel::{
     rdma::link::LinkRegistration, //
 };
 
+mod ah;
 mod cq;
 mod device;
 mod icrc;
 #[cfg(CONFIG_KUNIT)]
 mod icrc_vectors;
+mod index;
+mod mw;
 mod net;
 mod param;
 mod pd;

@@ -3,8 +3,10 @@
 //! The verbs of the Soft-RoCE device: what the RDMA core calls.
 
 use crate::{
+    ah::Ah,
     cq::Cq,
     device::RxeDev,
+    mw::Mw,
     param,
     pd::Pd,
     qp::Qp,
@@ -18,6 +20,7 @@ use kernel::{
     prelude::*,
     rdma::{
         attr::{
+            AhAttr,
             DeviceAttr,
             LinkLayer,
             PortAttr,
@@ -57,6 +60,8 @@ impl Driver for Rxe {
     type Pd = Pd;
     type Cq = Cq;
     type Qp = Qp;
+    type Ah = Ah;
+    type Mw = Mw;
 
     const DRIVER_ID: bindings::rdma_driver_id = bindings::rdma_driver_id_RDMA_DRIVER_RXE;
     const UVERBS_ABI_VERSION: u32 = param::UVERBS_ABI_VERSION;
@@ -201,5 +206,23 @@ impl Driver for Rxe {
     ) -> Result {
         qp.query(attr, init);
         Ok(())
+    }
+
+    fn create_ah(
+        dev: &Device<Self>,
+        attr: &AhAttr,
+        sleepable: bool,
+        udata: &mut UData<'_>,
+    ) -> Result<Ah> {
+        Ah::new(dev, attr, sleepable, udata)
+    }
+
+    fn query_ah(ah: &object::Ah<Self>, attr: &mut AhAttr) -> Result {
+        ah.query(attr);
+        Ok(())
+    }
+
+    fn alloc_mw(dev: &Device<Self>, mw_type: u32, udata: &mut UData<'_>) -> Result<(Mw, u32)> {
+        Mw::new(dev, mw_type, udata)
     }
 }

@@ -14,7 +14,9 @@ import os
 import subprocess
 import sys
 
+from pyverbs.addr import AH, AHAttr, GlobalRoute
 from pyverbs.cq import CQ
+from pyverbs.mr import MW
 from pyverbs.device import Context
 from pyverbs.pd import PD
 from pyverbs.pyverbs_error import PyverbsRDMAError
@@ -160,6 +162,29 @@ def run():
             qp.close()
     check("RESET -> RTR: EINVAL", illegal_transition)
 
+    def ah_attr(is_global=1):
+        gr = GlobalRoute(dgid=ctx.query_gid(1, 1), sgid_index=1)
+        return AHAttr(gr=gr, is_global=is_global, port_num=1)
+
+    def ah_numbers():
+        a, b = AH(pd, attr=ah_attr()), AH(pd, attr=ah_attr())
+        a.close()
+        b.close()
+    check("two address handles at once", ah_numbers)
+    check("address handle without a GRH on RoCE: EINVAL",
+          lambda: fails_with(errno.EINVAL, lambda: AH(pd, attr=ah_attr(is_global=0))))
+    check("memory window of type 3: EINVAL",
+          lambda: fails_with(errno.EINVAL, lambda: MW(pd, 3)))
+
+    def mw_keys():
+        w1, w2 = MW(pd, e.IBV_MW_TYPE_1), MW(pd, e.IBV_MW_TYPE_2)
+        # Window indices start above those of memory regions (2^19).
+        assert w1.rkey >> 8 >= (1 << 19) and w2.rkey >> 8 >= (1 << 19), (w1.rkey, w2.rkey)
+        assert w1.rkey >> 8 != w2.rkey >> 8
+        w1.close()
+        w2.close()
+    check("memory windows of types 1 and 2 get distinct R_Keys above the MR range", mw_keys)
+
     # Leak check: warm up (slab caches grow once), then measure.
     def cycle(n):
         for _ in range(n):
@@ -169,6 +194,10 @@ def run():
             c.close()
             q = QP(pd, qp_attr(e.IBV_QPT_UD))
             q.close()
+            a = AH(pd, attr=ah_attr())
+            a.close()
+            w = MW(pd, e.IBV_MW_TYPE_2)
+            w.close()
         for _ in range(max(1, n // 10)):
             Context(name=DEV).close()
     cycle(100)
@@ -180,7 +209,8 @@ def run():
     def no_leak():
         # A leaked CQ ring alone is two pages: LOOPS of them would be tens of MB.
         assert growth < 2048, f"slab+vmalloc grew by {growth} kB"
-    check(f"{LOOPS} PDs, CQs and QPs, {max(1, LOOPS // 10)} contexts: no kernel memory growth "
+    check(f"{LOOPS} PDs, CQs, QPs, AHs and MWs, {max(1, LOOPS // 10)} contexts: "
+          f"no kernel memory growth "
           f"({growth} kB)", no_leak)
     qcq.close()
     pd.close()

@@ -1,0 +1,107 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Address handles: where UD packets go.
+//!
+//! Each handle gets a number (`ah_num`, from 1) that user space puts in its UD send WQEs
+//! instead of a kernel pointer; the rxe provider learns it from the create response.
+
+use crate::{
+    index::{
+        Index,
+        IndexTable, //
+    },
+    param,
+    Rxe, //
+};
+use kernel::{
+    bindings,
+    prelude::*,
+    rdma::{
+        attr::{
+            AhAttr,
+            GlobalRoute, //
+        },
+        device::Device,
+        udata::UData, //
+    },
+    sync::Arc,
+};
+use zerocopy_derive::Immutable;
+
+/// The address vector the data path sends to.
+pub(crate) struct Av {
+    grh: GlobalRoute,
+    dmac: [u8; 6],
+    port_num: u32,
+    sl: u8,
+}
+
+/// The device's address handle numbers.
+pub(crate) type AhTable = IndexTable<Av>;
+
+/// Creates the device's address handle table.
+pub(crate) fn new_ah_table() -> Result<Arc<AhTable>> {
+    AhTable::new(1, param::MAX_AH as u32)
+}
+
+/// The driver response of `create_ah` (`struct rxe_create_ah_resp`).
+#[derive(IntoBytes, Immutable, Clone, Copy)]
+#[repr(C)]
+struct CreateAhResp {
+    ah_num: u32,
+    reserved: u32,
+}
+
+/// An address handle.
+pub(crate) struct Ah {
+    av: Arc<Av>,
+    _num: Index<Av>,
+}
+
+impl Ah {
+    /// Creates a handle for `attr` on `dev`.
+    pub(crate) fn new(
+        dev: &Device<Rxe>,
+        attr: &AhAttr,
+        sleepable: bool,
+        udata: &mut UData<'_>,
+    ) -> Result<Self> {
+        // RoCE addresses are IP addresses: no global route, no destination.
+        if !attr.has_grh() {
+            pr_debug!("address handle without a GRH\n");
+            return Err(EINVAL);
+        }
+        let grh = attr.global_route();
+        if u32::from(grh.sgid_index) >= param::PORT_GID_TBL_LEN as u32 {
+            pr_debug!("source GID index {} out of range\n", grh.sgid_index);
+            return Err(EINVAL);
+        }
+        let gfp = if sleepable { GFP_KERNEL } else { GFP_ATOMIC };
+        let av = Arc::new(
+            Av {
+                grh,
+                dmac: attr.roce_dmac().unwrap_or_default(),
+                port_num: attr.port_num,
+                sl: attr.sl,
+            },
+            gfp,
+        )?;
+        let num = dev.ah_table.insert(av.clone(), gfp)?;
+        // Only a provider that offers room for the response learns the number.
+        if udata.outlen() >= core::mem::size_of::<CreateAhResp>() {
+            udata.respond(&CreateAhResp {
+                ah_num: num.get(),
+                reserved: 0,
+            })?;
+        }
+        Ok(Self { av, _num: num })
+    }
+
+    /// Reports the address vector.
+    pub(crate) fn query(&self, attr: &mut AhAttr) {
+        let av = &self.av;
+        attr.set_roce(&av.grh, av.dmac, av.port_num, av.sl);
+    }
+}
+
+const _: () = assert!(bindings::ib_ah_flags_IB_AH_GRH != 0);
