@@ -18,6 +18,7 @@ pub mod link;
 pub mod mmap;
 pub mod object;
 pub mod udata;
+pub mod umem;
 
 /// Error codes the RDMA core uses that the generic list in [`crate::error::code`] lacks.
 pub mod code {

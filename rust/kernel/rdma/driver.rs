@@ -22,6 +22,7 @@ use crate::{
         object::{
             Ah,
             Cq,
+            Mr,
             Mw,
             Pd,
             Qp,
@@ -58,6 +59,9 @@ pub trait Driver: Sized + 'static {
 
     /// The driver's data in each memory window.
     type Mw: Send + Sync;
+
+    /// The driver's data in each memory region.
+    type Mr: Send + Sync;
 
     /// The uverbs driver id (`enum rdma_driver_id`), which user-space providers match.
     const DRIVER_ID: bindings::rdma_driver_id;
@@ -158,6 +162,25 @@ pub trait Driver: Sized + 'static {
         build_error!(VTABLE_DEFAULT_ERROR)
     }
 
+    /// Registers `len` bytes of the caller's memory at `start`, seen by the device at `iova`.
+    ///
+    /// Returns the region's data with its L_Key and R_Key.
+    fn reg_user_mr(
+        _pd: &Pd<Self>,
+        _start: u64,
+        _len: u64,
+        _iova: u64,
+        _access: u32,
+        _udata: &mut UData<'_>,
+    ) -> Result<(Self::Mr, u32, u32)> {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Checks that a region may be deregistered now (no window bound to it, say).
+    fn dereg_mr(_mr: &Mr<Self>) -> Result {
+        Ok(())
+    }
+
     /// Creates the driver's data for a new protection domain.
     ///
     /// The core drops it when the domain is destroyed, after every object in it.
@@ -251,6 +274,16 @@ impl<T: Driver> OpsTable<T> {
         },
         dealloc_mw: if T::HAS_ALLOC_MW {
             Some(Self::dealloc_mw)
+        } else {
+            None
+        },
+        reg_user_mr: if T::HAS_REG_USER_MR {
+            Some(Self::reg_user_mr)
+        } else {
+            None
+        },
+        dereg_mr: if T::HAS_REG_USER_MR {
+            Some(Self::dereg_mr)
         } else {
             None
         },
@@ -651,6 +684,48 @@ impl<T: Driver> OpsTable<T> {
     unsafe extern "C" fn dealloc_mw(ibmw: *mut bindings::ib_mw) -> c_int {
         // SAFETY: `alloc_mw` succeeded for this window; the core calls this once.
         unsafe { core::ptr::drop_in_place(Mw::<T>::data_ptr(ibmw)) };
+        0
+    }
+
+    /// # Safety
+    ///
+    /// Called by the RDMA core only, with the arguments of this op of `struct ib_device_ops`.
+    #[allow(clippy::too_many_arguments)]
+    unsafe extern "C" fn reg_user_mr(
+        ibpd: *mut bindings::ib_pd,
+        start: u64,
+        len: u64,
+        iova: u64,
+        access: c_int,
+        dmah: *mut bindings::ib_dmah,
+        udata: *mut bindings::ib_udata,
+    ) -> *mut bindings::ib_mr {
+        if !dmah.is_null() {
+            return code::eopnotsupp().to_ptr();
+        }
+        // SAFETY: The core passes a live domain of ours and the call's udata.
+        let (pd, mut udata) = unsafe { (Pd::<T>::from_raw(ibpd), UData::from_raw(udata)) };
+        let ret = T::reg_user_mr(pd, start, len, iova, access as u32, &mut udata)
+            .and_then(|(data, lkey, rkey)| Mr::<T>::alloc(data, lkey, rkey));
+        match ret {
+            Ok(mr) => mr,
+            Err(e) => e.to_ptr(),
+        }
+    }
+
+    /// # Safety
+    ///
+    /// Called by the RDMA core only, with the arguments of this op of `struct ib_device_ops`.
+    unsafe extern "C" fn dereg_mr(
+        ibmr: *mut bindings::ib_mr,
+        _udata: *mut bindings::ib_udata,
+    ) -> c_int {
+        // SAFETY: The region came from `reg_user_mr` and is live.
+        if let Err(e) = T::dereg_mr(unsafe { Mr::<T>::from_raw(ibmr) }) {
+            return e.to_errno();
+        }
+        // SAFETY: The core is done with the region.
+        unsafe { Mr::<T>::free(ibmr) };
         0
     }
 

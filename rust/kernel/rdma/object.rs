@@ -9,7 +9,10 @@
 //! the core's pointer is the container's), the driver's data after it.
 
 use crate::{
+    alloc::KBox,
     bindings,
+    error::Result,
+    prelude::GFP_KERNEL,
     rdma::{
         device::Device,
         driver::Driver, //
@@ -131,3 +134,65 @@ core_object!(
     ib_mw,
     Mw
 );
+
+/// A memory region (`struct ib_mr`) of driver `T`.
+///
+/// Unlike the objects above, the driver allocates memory regions: the container is a
+/// [`KBox`] that the driver's `reg_user_mr` creates and `dereg_mr` frees.
+///
+/// # Invariants
+///
+/// `raw` is at offset 0; the data is initialised for the lifetime of the container.
+#[repr(C)]
+pub struct Mr<T: Driver> {
+    raw: Opaque<bindings::ib_mr>,
+    data: T::Mr,
+}
+
+impl<T: Driver> Deref for Mr<T> {
+    type Target = T::Mr;
+
+    fn deref(&self) -> &T::Mr {
+        &self.data
+    }
+}
+
+impl<T: Driver> Mr<T> {
+    /// Allocates a region holding `data`, with keys `lkey` and `rkey`.
+    pub(crate) fn alloc(data: T::Mr, lkey: u32, rkey: u32) -> Result<*mut bindings::ib_mr> {
+        let mr = KBox::new(
+            Self {
+                raw: Opaque::zeroed(),
+                data,
+            },
+            GFP_KERNEL,
+        )?;
+        let raw = KBox::into_raw(mr).cast::<bindings::ib_mr>();
+        // SAFETY: `raw` is the zeroed `ib_mr` at the start of the new container, ours alone.
+        unsafe {
+            (*raw).lkey = lkey;
+            (*raw).rkey = rkey;
+        }
+        Ok(raw)
+    }
+
+    /// Creates a reference from a raw pointer.
+    ///
+    /// # Safety
+    ///
+    /// `ptr` must come from [`Mr::alloc`] for driver `T` and not be freed for `'a`.
+    pub(crate) unsafe fn from_raw<'a>(ptr: *mut bindings::ib_mr) -> &'a Self {
+        // SAFETY: `ib_mr` is the first field of the `repr(C)` container.
+        unsafe { &*ptr.cast() }
+    }
+
+    /// Frees a region.
+    ///
+    /// # Safety
+    ///
+    /// `ptr` must come from [`Mr::alloc`] for driver `T`; nothing may use it afterwards.
+    pub(crate) unsafe fn free(ptr: *mut bindings::ib_mr) {
+        // SAFETY: The container was leaked from a `KBox` in `alloc`.
+        drop(unsafe { KBox::from_raw(ptr.cast::<Self>()) });
+    }
+}

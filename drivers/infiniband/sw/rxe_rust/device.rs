@@ -7,6 +7,10 @@ use crate::{
         new_ah_table,
         AhTable, //
     },
+    mr::{
+        new_mr_table,
+        MrTable, //
+    },
     mw::{
         new_mw_table,
         MwTable, //
@@ -63,6 +67,10 @@ pub(crate) struct RxeDev {
     pub(crate) mws: ObjectLimit,
     /// The memory windows by R_Key index.
     pub(crate) mw_table: Arc<MwTable>,
+    /// Live memory regions, bounded by the reported `max_mr`.
+    pub(crate) mrs: ObjectLimit,
+    /// The memory regions by key index.
+    pub(crate) mr_table: Arc<MrTable>,
 }
 
 /// A count of live objects of one kind with a limit, as the device reports in `max_*`.
@@ -129,6 +137,8 @@ impl RxeDev {
             ah_table: new_ah_table()?,
             mws: ObjectLimit::new(param::MAX_MW as u32)?,
             mw_table: new_mw_table()?,
+            mrs: ObjectLimit::new(param::MAX_MR as u32)?,
+            mr_table: new_mr_table()?,
         })
     }
 

@@ -6,6 +6,7 @@ use crate::{
     ah::Ah,
     cq::Cq,
     device::RxeDev,
+    mr::Mr,
     mw::Mw,
     param,
     pd::Pd,
@@ -62,6 +63,7 @@ impl Driver for Rxe {
     type Qp = Qp;
     type Ah = Ah;
     type Mw = Mw;
+    type Mr = Mr;
 
     const DRIVER_ID: bindings::rdma_driver_id = bindings::rdma_driver_id_RDMA_DRIVER_RXE;
     const UVERBS_ABI_VERSION: u32 = param::UVERBS_ABI_VERSION;
@@ -224,5 +226,16 @@ impl Driver for Rxe {
 
     fn alloc_mw(dev: &Device<Self>, mw_type: u32, udata: &mut UData<'_>) -> Result<(Mw, u32)> {
         Mw::new(dev, mw_type, udata)
+    }
+
+    fn reg_user_mr(
+        pd: &object::Pd<Self>,
+        start: u64,
+        len: u64,
+        _iova: u64,
+        access: u32,
+        udata: &mut UData<'_>,
+    ) -> Result<(Mr, u32, u32)> {
+        Mr::new_user(pd, start, len, access, udata)
     }
 }

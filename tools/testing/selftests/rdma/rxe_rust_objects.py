@@ -16,7 +16,7 @@ import sys
 
 from pyverbs.addr import AH, AHAttr, GlobalRoute
 from pyverbs.cq import CQ
-from pyverbs.mr import MW
+from pyverbs.mr import MR, MW
 from pyverbs.device import Context
 from pyverbs.pd import PD
 from pyverbs.pyverbs_error import PyverbsRDMAError
@@ -185,6 +185,18 @@ def run():
         w2.close()
     check("memory windows of types 1 and 2 get distinct R_Keys above the MR range", mw_keys)
 
+    rw = e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE | e.IBV_ACCESS_REMOTE_READ
+
+    def mr_keys():
+        m = MR(pd, 65536, rw)
+        idx = m.lkey >> 8
+        assert m.lkey == m.rkey, (m.lkey, m.rkey)
+        assert 1 <= idx < (1 << 19), hex(m.lkey)
+        m.close()
+    check("a user MR gets equal L_Key and R_Key, index in the MR range", mr_keys)
+    check("MR over memory the process has not mapped: EFAULT",
+          lambda: fails_with(errno.EFAULT, lambda: MR(pd, 4096, rw, address=0x1000)))
+
     # Leak check: warm up (slab caches grow once), then measure.
     def cycle(n):
         for _ in range(n):
@@ -198,6 +210,8 @@ def run():
             a.close()
             w = MW(pd, e.IBV_MW_TYPE_2)
             w.close()
+            m = MR(pd, 4096, rw)
+            m.close()
         for _ in range(max(1, n // 10)):
             Context(name=DEV).close()
     cycle(100)
@@ -209,7 +223,7 @@ def run():
     def no_leak():
         # A leaked CQ ring alone is two pages: LOOPS of them would be tens of MB.
         assert growth < 2048, f"slab+vmalloc grew by {growth} kB"
-    check(f"{LOOPS} PDs, CQs, QPs, AHs and MWs, {max(1, LOOPS // 10)} contexts: "
+    check(f"{LOOPS} PDs, CQs, QPs, AHs, MWs and MRs, {max(1, LOOPS // 10)} contexts: "
           f"no kernel memory growth "
           f"({growth} kB)", no_leak)
     qcq.close()
