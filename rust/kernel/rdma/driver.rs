@@ -26,6 +26,7 @@ use crate::{
             Mw,
             Pd,
             Qp,
+            Srq,
             UContext, //
         },
         udata::UData, //
@@ -56,6 +57,9 @@ pub trait Driver: Sized + 'static {
 
     /// The driver's data in each address handle.
     type Ah: Send + Sync;
+
+    /// The driver's data in each shared receive queue.
+    type Srq: Send + Sync;
 
     /// The driver's data in each memory window.
     type Mw: Send + Sync;
@@ -133,6 +137,31 @@ pub trait Driver: Sized + 'static {
 
     /// Reports the attributes of a queue pair.
     fn query_qp(qp: &Qp<Self>, attr: &mut QpAttr, mask: u32, init: &mut QpInitAttr) -> Result;
+
+    /// Creates the driver's data of a shared receive queue (`IB_SRQT_BASIC` only so far).
+    ///
+    /// Writes the capacity really given into `attr`; returns the data.
+    fn create_srq(
+        dev: &Device<Self>,
+        srq_type: u32,
+        attr: &mut bindings::ib_srq_attr,
+        udata: &mut UData<'_>,
+    ) -> Result<impl PinInit<Self::Srq, Error>>;
+
+    /// Resizes (`IB_SRQ_MAX_WR`) or arms the limit (`IB_SRQ_LIMIT`) of a shared receive queue.
+    fn modify_srq(
+        _srq: &Srq<Self>,
+        _attr: &mut bindings::ib_srq_attr,
+        _mask: u32,
+        _udata: &mut UData<'_>,
+    ) -> Result {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Reports the attributes of a shared receive queue.
+    fn query_srq(_srq: &Srq<Self>, _attr: &mut bindings::ib_srq_attr) -> Result {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
 
     /// Creates the driver's data of an address handle for `attr`.
     ///
@@ -277,6 +306,19 @@ impl<T: Driver> OpsTable<T> {
         } else {
             None
         },
+        create_srq: Some(Self::create_srq),
+        destroy_srq: Some(Self::destroy_srq),
+        modify_srq: if T::HAS_MODIFY_SRQ {
+            Some(Self::modify_srq)
+        } else {
+            None
+        },
+        query_srq: if T::HAS_QUERY_SRQ {
+            Some(Self::query_srq)
+        } else {
+            None
+        },
+        size_ib_srq: core::mem::size_of::<Srq<T>>(),
         reg_user_mr: if T::HAS_REG_USER_MR {
             Some(Self::reg_user_mr)
         } else {
@@ -727,6 +769,85 @@ impl<T: Driver> OpsTable<T> {
         // SAFETY: The core is done with the region.
         unsafe { Mr::<T>::free(ibmr) };
         0
+    }
+
+    /// # Safety
+    ///
+    /// Called by the RDMA core only, with the arguments of this op of `struct ib_device_ops`.
+    unsafe extern "C" fn create_srq(
+        ibsrq: *mut bindings::ib_srq,
+        init: *mut bindings::ib_srq_init_attr,
+        udata: *mut bindings::ib_udata,
+    ) -> c_int {
+        // SAFETY: The core passes a queue allocated with `size_ib_srq` (our container) whose
+        // `device` is set, its attributes (ours to update) and the call's `driver_udata`.
+        let (dev, srq_type, attr, mut udata) = unsafe {
+            (
+                Srq::<T>::device_of(ibsrq),
+                (*init).srq_type,
+                &mut (*init).attr,
+                UData::from_bundle(udata),
+            )
+        };
+        let ret = T::create_srq(dev, srq_type, attr, &mut udata).and_then(|data| {
+            // SAFETY: The container's data field is valid for writes, uninitialised, and never
+            // moves; the queue is not visible to anyone yet.
+            unsafe { data.__pinned_init(Srq::<T>::data_ptr(ibsrq)) }
+        });
+        match ret {
+            Ok(()) => 0,
+            Err(e) => e.to_errno(),
+        }
+    }
+
+    /// # Safety
+    ///
+    /// Called by the RDMA core only, with the arguments of this op of `struct ib_device_ops`.
+    unsafe extern "C" fn destroy_srq(
+        ibsrq: *mut bindings::ib_srq,
+        _udata: *mut bindings::ib_udata,
+    ) -> c_int {
+        // SAFETY: `create_srq` succeeded for this queue; the core calls this once, when no
+        // queue pair uses it any more.
+        unsafe { core::ptr::drop_in_place(Srq::<T>::data_ptr(ibsrq)) };
+        0
+    }
+
+    /// # Safety
+    ///
+    /// Called by the RDMA core only, with the arguments of this op of `struct ib_device_ops`.
+    unsafe extern "C" fn modify_srq(
+        ibsrq: *mut bindings::ib_srq,
+        attr: *mut bindings::ib_srq_attr,
+        mask: bindings::ib_srq_attr_mask,
+        udata: *mut bindings::ib_udata,
+    ) -> c_int {
+        // SAFETY: The core passes a live queue, the attributes and the call's `driver_udata`.
+        let (srq, attr, mut udata) = unsafe {
+            (
+                Srq::<T>::from_raw(ibsrq),
+                &mut *attr,
+                UData::from_bundle(udata),
+            )
+        };
+        match T::modify_srq(srq, attr, mask, &mut udata) {
+            Ok(()) => 0,
+            Err(e) => e.to_errno(),
+        }
+    }
+
+    /// # Safety
+    ///
+    /// Called by the RDMA core only, with the arguments of this op of `struct ib_device_ops`.
+    unsafe extern "C" fn query_srq(
+        ibsrq: *mut bindings::ib_srq,
+        attr: *mut bindings::ib_srq_attr,
+    ) -> c_int {
+        // SAFETY: The core passes a live queue and a buffer to fill.
+        match T::query_srq(unsafe { Srq::<T>::from_raw(ibsrq) }, unsafe { &mut *attr }) {
+            Ok(()) => 0,
+            Err(e) => e.to_errno(),
+        }
     }
 
     /// # Safety

@@ -122,6 +122,13 @@ core_object!(
 );
 
 core_object!(
+    /// A shared receive queue (`struct ib_srq`).
+    Srq,
+    ib_srq,
+    Srq
+);
+
+core_object!(
     /// An address handle (`struct ib_ah`).
     Ah,
     ib_ah,

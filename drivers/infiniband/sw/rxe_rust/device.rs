@@ -21,6 +21,10 @@ use crate::{
         new_qp_table,
         QpTable, //
     },
+    srq::{
+        new_srq_table,
+        SrqTable, //
+    },
     Rxe, //
 };
 use kernel::{
@@ -67,6 +71,10 @@ pub(crate) struct RxeDev {
     pub(crate) mws: ObjectLimit,
     /// The memory windows by R_Key index.
     pub(crate) mw_table: Arc<MwTable>,
+    /// Live shared receive queues, bounded by the reported `max_srq`.
+    pub(crate) srqs: ObjectLimit,
+    /// The shared receive queues by number.
+    pub(crate) srq_table: Arc<SrqTable>,
     /// Live memory regions, bounded by the reported `max_mr`.
     pub(crate) mrs: ObjectLimit,
     /// The memory regions by key index.
@@ -137,6 +145,8 @@ impl RxeDev {
             ah_table: new_ah_table()?,
             mws: ObjectLimit::new(param::MAX_MW as u32)?,
             mw_table: new_mw_table()?,
+            srqs: ObjectLimit::new(param::MAX_SRQ as u32)?,
+            srq_table: new_srq_table()?,
             mrs: ObjectLimit::new(param::MAX_MR as u32)?,
             mr_table: new_mr_table()?,
         })

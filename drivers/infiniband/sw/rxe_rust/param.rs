@@ -23,7 +23,7 @@ pub(crate) const MAX_MR_INDEX: i32 = DEFAULT_MAX_VALUE >> 1;
 pub(crate) const MIN_MR_INDEX: i32 = 1;
 pub(crate) const MIN_MW_INDEX: i32 = MAX_MR_INDEX + 1;
 pub(crate) const MAX_MW_INDEX: i32 = DEFAULT_MAX_VALUE;
-const MIN_SRQ_INDEX: i32 = 0x0002_0001;
+pub(crate) const MIN_SRQ_INDEX: i32 = 0x0002_0001;
 
 /// Scatter/gather entries per work request.
 pub(crate) const MAX_SGE: i32 = 32;

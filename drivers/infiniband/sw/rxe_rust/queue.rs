@@ -233,6 +233,38 @@ impl Consumer {
     }
 }
 
+impl Consumer {
+    /// Returns the ring's geometry.
+    pub(crate) fn geometry(&self) -> Geometry {
+        self.geo
+    }
+
+    /// Moves the elements not consumed yet to the start of `to`, which must hold them all, and
+    /// returns the consuming side of `to`. `elem` is scratch space of one element, so that no
+    /// allocation happens under a lock.
+    ///
+    /// The producer's index is untrusted: at most a ring's worth is moved, and `to` gets a
+    /// producer index the kernel computed.
+    pub(crate) fn move_into(&mut self, to: &Ring, elem: &mut [u8]) -> Result<Consumer> {
+        let prod = self.producer()?;
+        let n = self.geo.count(prod, self.index);
+        if n > to.geo.capacity() {
+            return Err(EINVAL);
+        }
+        let mut i = 0u32;
+        while i < n {
+            self.buf
+                .read(self.geo.slot_offset(self.index.wrapping_add(i)), elem)?;
+            to.buf.write(to.geo.slot_offset(i), elem)?;
+            i += 1;
+        }
+        to.buf.store_release(PRODUCER_INDEX, n)?;
+        self.index = prod;
+        self.buf.store_release(CONSUMER_INDEX, prod)?;
+        Ok(Consumer::new(to))
+    }
+}
+
 #[kunit_tests(rdma_rxe_rust_queue)]
 mod tests {
     use super::*;

@@ -15,6 +15,7 @@ use crate::{
         ib_mtu_for_netdev_mtu,
         IbMtu, //
     },
+    srq::Srq,
 };
 use kernel::{
     bindings,
@@ -62,6 +63,7 @@ impl Driver for Rxe {
     type Cq = Cq;
     type Qp = Qp;
     type Ah = Ah;
+    type Srq = Srq;
     type Mw = Mw;
     type Mr = Mr;
 
@@ -237,5 +239,28 @@ impl Driver for Rxe {
         udata: &mut UData<'_>,
     ) -> Result<(Mr, u32, u32)> {
         Mr::new_user(pd, start, len, access, udata)
+    }
+
+    fn create_srq(
+        dev: &Device<Self>,
+        srq_type: u32,
+        attr: &mut bindings::ib_srq_attr,
+        udata: &mut UData<'_>,
+    ) -> Result<impl PinInit<Srq, Error>> {
+        Srq::new(dev, srq_type, attr, udata)
+    }
+
+    fn modify_srq(
+        srq: &object::Srq<Self>,
+        attr: &mut bindings::ib_srq_attr,
+        mask: u32,
+        udata: &mut UData<'_>,
+    ) -> Result {
+        srq.modify(attr, mask, udata)
+    }
+
+    fn query_srq(srq: &object::Srq<Self>, attr: &mut bindings::ib_srq_attr) -> Result {
+        srq.query(attr);
+        Ok(())
     }
 }

@@ -21,6 +21,7 @@ from pyverbs.device import Context
 from pyverbs.pd import PD
 from pyverbs.pyverbs_error import PyverbsRDMAError
 from pyverbs.qp import QP, QPAttr, QPCap, QPInitAttr
+from pyverbs.srq import SRQ, SrqAttr, SrqInitAttr
 import pyverbs.enums as e
 
 DEV = "rxe0"
@@ -185,6 +186,30 @@ def run():
         w2.close()
     check("memory windows of types 1 and 2 get distinct R_Keys above the MR range", mw_keys)
 
+    def srq_attr(max_wr=10, max_sge=2, limit=0):
+        return SrqInitAttr(attr=SrqAttr(max_wr=max_wr, max_sge=max_sge, srq_limit=limit))
+
+    check("SRQ of 0 WRs: EINVAL", lambda: fails_with(errno.EINVAL, lambda: SRQ(pd, srq_attr(0))))
+    check("SRQ of 28 SGEs (max 27): EINVAL",
+          lambda: fails_with(errno.EINVAL, lambda: SRQ(pd, srq_attr(max_sge=28))))
+
+    def srq_life():
+        srq = SRQ(pd, srq_attr(10, 2))
+        a = srq.query()
+        assert (a.max_wr, a.max_sge, a.srq_limit) == (15, 2, 0), (a.max_wr, a.max_sge)
+        # Resize: the provider maps the new ring from the mminfo the kernel wrote to it.
+        srq.modify(SrqAttr(max_wr=100), e.IBV_SRQ_MAX_WR)
+        assert srq.query().max_wr == 127, srq.query().max_wr
+        srq.modify(SrqAttr(srq_limit=5), e.IBV_SRQ_LIMIT)
+        assert srq.query().srq_limit == 5
+        fails_with(errno.EINVAL, lambda: srq.modify(SrqAttr(srq_limit=1000), e.IBV_SRQ_LIMIT))
+        fails_with(errno.EINVAL, lambda: srq.modify(SrqAttr(max_wr=4), e.IBV_SRQ_MAX_WR))
+        qp = QP(pd, QPInitAttr(qp_type=e.IBV_QPT_RC, scq=qcq, rcq=qcq, srq=srq,
+                               cap=QPCap(max_send_wr=4, max_send_sge=1)))
+        qp.close()
+        srq.close()
+    check("SRQ create, query, resize, limit, QP on it, destroy", srq_life)
+
     rw = e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE | e.IBV_ACCESS_REMOTE_READ
 
     def mr_keys():
@@ -212,6 +237,8 @@ def run():
             w.close()
             m = MR(pd, 4096, rw)
             m.close()
+            r = SRQ(pd, srq_attr())
+            r.close()
         for _ in range(max(1, n // 10)):
             Context(name=DEV).close()
     cycle(100)
@@ -223,7 +250,7 @@ def run():
     def no_leak():
         # A leaked CQ ring alone is two pages: LOOPS of them would be tens of MB.
         assert growth < 2048, f"slab+vmalloc grew by {growth} kB"
-    check(f"{LOOPS} PDs, CQs, QPs, AHs, MWs and MRs, {max(1, LOOPS // 10)} contexts: "
+    check(f"{LOOPS} PDs, CQs, QPs, SRQs, AHs, MWs and MRs, {max(1, LOOPS // 10)} contexts: "
           f"no kernel memory growth "
           f"({growth} kB)", no_leak)
     qcq.close()

@@ -1,0 +1,256 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Shared receive queues: receive WQEs that several queue pairs take from.
+//!
+//! User space produces into the ring, the kernel consumes. Resizing follows the rxe ABI's
+//! quirk: the new ring's `struct mminfo` goes to the user address given in the command
+//! (`mmap_info_addr`), not into the response.
+
+use crate::{
+    cq::MmInfo,
+    device::ObjectCount,
+    index::{
+        Index,
+        IndexTable, //
+    },
+    param,
+    queue::{
+        Consumer,
+        Ring, //
+    },
+    Rxe, //
+};
+use kernel::{
+    bindings, new_mutex,
+    prelude::*,
+    rdma::{
+        code,
+        device::Device,
+        mmap::MmapEntry,
+        object::UContext,
+        udata::UData, //
+    },
+    sync::{
+        Arc,
+        Mutex, //
+    },
+    uaccess::{
+        UserPtr,
+        UserSlice, //
+    },
+};
+use zerocopy_derive::Immutable;
+
+/// Size of `struct ib_sge`.
+const SGE_SIZE: usize = core::mem::size_of::<bindings::ib_sge>();
+/// Size of `struct rxe_recv_wqe` without its SGEs.
+const RECV_WQE_SIZE: usize = core::mem::size_of::<bindings::rxe_recv_wqe>();
+/// The largest receive WQE of a shared receive queue.
+const MAX_WQE_SIZE: usize = RECV_WQE_SIZE + SGE_SIZE * param::MAX_SRQ_SGE as usize;
+
+/// The driver response of `create_srq` (`struct rxe_create_srq_resp`).
+#[derive(IntoBytes, Immutable, Clone, Copy)]
+#[repr(C)]
+struct CreateSrqResp {
+    mi: MmInfo,
+    srq_num: u32,
+    reserved: u32,
+}
+
+/// The driver command of `modify_srq` (`struct rxe_modify_srq_cmd`).
+#[derive(FromBytes, IntoBytes, Clone, Copy)]
+#[repr(C)]
+struct ModifySrqCmd {
+    mmap_info_addr: u64,
+}
+
+/// What the data path will need to find by SRQ number.
+pub(crate) struct SrqShared;
+
+/// The device's SRQ numbers.
+pub(crate) type SrqTable = IndexTable<SrqShared>;
+
+/// Creates the device's SRQ number table.
+pub(crate) fn new_srq_table() -> Result<Arc<SrqTable>> {
+    SrqTable::new(
+        param::MIN_SRQ_INDEX as u32,
+        (param::MIN_SRQ_INDEX + param::MAX_SRQ) as u32,
+    )
+}
+
+/// The ring of a shared receive queue and, for a user queue, the offer to map it.
+struct SrqRing {
+    consumer: Consumer,
+    mmap: Option<MmapEntry>,
+}
+
+impl SrqRing {
+    fn new(max_wr: u32, max_sge: u32, ctx: Option<&UContext<Rxe>>) -> Result<(Self, Ring)> {
+        let ring = Ring::new(max_wr, RECV_WQE_SIZE + SGE_SIZE * max_sge as usize)?;
+        let mmap = match ctx {
+            Some(ctx) => Some(MmapEntry::new(ctx, ring.buffer().clone())?),
+            None => None,
+        };
+        Ok((
+            Self {
+                consumer: Consumer::new(&ring),
+                mmap,
+            },
+            ring,
+        ))
+    }
+
+    fn mminfo(&self) -> Result<MmInfo> {
+        self.mmap.as_ref().map_or(Ok(MmInfo::default()), MmInfo::of)
+    }
+
+    fn capacity(&self) -> u32 {
+        self.consumer.geometry().capacity()
+    }
+}
+
+/// The state a shared receive queue's lock protects.
+struct SrqInner {
+    ring: SrqRing,
+    /// Armed limit: an event fires when fewer WQEs than this remain (0: disarmed).
+    limit: u32,
+}
+
+/// A shared receive queue.
+#[pin_data]
+pub(crate) struct Srq {
+    max_sge: u32,
+    #[pin]
+    inner: Mutex<SrqInner>,
+    _num: Index<SrqShared>,
+    _count: ObjectCount,
+}
+
+/// Checks and adjusts a requested depth (as `rxe_srq_chk_init`).
+fn check_max_wr(max_wr: u32) -> Result<u32> {
+    if max_wr == 0 || max_wr > param::MAX_SRQ_WR as u32 {
+        pr_debug!("SRQ max_wr {} out of 1..={}\n", max_wr, param::MAX_SRQ_WR);
+        return Err(EINVAL);
+    }
+    Ok(max_wr)
+}
+
+impl Srq {
+    /// Creates a shared receive queue on `dev`.
+    pub(crate) fn new(
+        dev: &Device<Rxe>,
+        srq_type: u32,
+        attr: &mut bindings::ib_srq_attr,
+        udata: &mut UData<'_>,
+    ) -> Result<impl PinInit<Self, Error>> {
+        let ctx = udata.ucontext::<Rxe>();
+        if udata.is_user() && udata.outlen() < core::mem::size_of::<CreateSrqResp>() {
+            pr_debug!("create_srq response too small ({})\n", udata.outlen());
+            return Err(EINVAL);
+        }
+        if srq_type != bindings::ib_srq_type_IB_SRQT_BASIC {
+            return Err(code::eopnotsupp());
+        }
+        let max_wr = check_max_wr(attr.max_wr)?;
+        if attr.max_sge > param::MAX_SRQ_SGE as u32 {
+            pr_debug!("SRQ max_sge {} over {}\n", attr.max_sge, param::MAX_SRQ_SGE);
+            return Err(EINVAL);
+        }
+        let max_sge = attr.max_sge.max(1);
+
+        let count = dev.srqs.take()?;
+        let num = dev
+            .srq_table
+            .insert(Arc::new(SrqShared, GFP_KERNEL)?, GFP_KERNEL)?;
+        let (ring, _) = SrqRing::new(max_wr, max_sge, ctx)?;
+        udata.respond(&CreateSrqResp {
+            mi: ring.mminfo()?,
+            srq_num: num.get(),
+            reserved: 0,
+        })?;
+        attr.max_wr = ring.capacity();
+        attr.max_sge = max_sge;
+        let limit = attr.srq_limit;
+        Ok(try_pin_init!(Self {
+            max_sge,
+            inner <- new_mutex!(SrqInner { ring, limit }),
+            _num: num,
+            _count: count,
+        }))
+    }
+
+    /// Resizes (`IB_SRQ_MAX_WR`) and/or arms the limit (`IB_SRQ_LIMIT`).
+    pub(crate) fn modify(
+        &self,
+        attr: &mut bindings::ib_srq_attr,
+        mask: u32,
+        udata: &mut UData<'_>,
+    ) -> Result {
+        let cmd = if udata.is_user() {
+            if udata.inlen() < core::mem::size_of::<ModifySrqCmd>() {
+                return Err(EINVAL);
+            }
+            Some(udata.read_in::<ModifySrqCmd>()?)
+        } else {
+            None
+        };
+        let resize = mask & bindings::ib_srq_attr_mask_IB_SRQ_MAX_WR != 0;
+        let arm = mask & bindings::ib_srq_attr_mask_IB_SRQ_LIMIT != 0;
+        if arm && attr.srq_limit > param::MAX_SRQ_WR as u32 {
+            return Err(EINVAL);
+        }
+
+        if resize {
+            let max_wr = check_max_wr(attr.max_wr)?;
+            let limit = if arm {
+                attr.srq_limit
+            } else {
+                self.inner.lock().limit
+            };
+            if limit != 0 && max_wr < limit {
+                return Err(EINVAL);
+            }
+            let (mut ring, new) = SrqRing::new(max_wr, self.max_sge, udata.ucontext::<Rxe>())?;
+            if let Some(cmd) = cmd {
+                // The rxe ABI: the new mminfo goes where the command points.
+                let mi = ring.mminfo()?;
+                UserSlice::new(
+                    UserPtr::from_addr(cmd.mmap_info_addr as usize),
+                    core::mem::size_of::<MmInfo>(),
+                )
+                .writer()
+                .write_slice(mi.as_bytes())?;
+            }
+            let mut scratch = [0u8; MAX_WQE_SIZE];
+            let wqe = scratch
+                .get_mut(..RECV_WQE_SIZE + SGE_SIZE * self.max_sge as usize)
+                .ok_or(EINVAL)?;
+            {
+                let mut inner = self.inner.lock();
+                ring.consumer = inner.ring.consumer.move_into(&new, wqe)?;
+                core::mem::swap(&mut inner.ring, &mut ring);
+                attr.max_wr = inner.ring.capacity();
+                if arm {
+                    inner.limit = attr.srq_limit;
+                }
+            }
+            // The old ring (now in `ring`) is freed outside the lock.
+            drop(ring);
+        } else if arm {
+            let mut inner = self.inner.lock();
+            if attr.srq_limit > inner.ring.capacity() {
+                return Err(EINVAL);
+            }
+            inner.limit = attr.srq_limit;
+        }
+        Ok(())
+    }
+
+    /// Reports depth, SGEs and the armed limit.
+    pub(crate) fn query(&self, attr: &mut bindings::ib_srq_attr) {
+        let inner = self.inner.lock();
+        attr.max_wr = inner.ring.capacity();
+        attr.max_sge = self.max_sge;
+        attr.srq_limit = inner.limit;
+    }
+}
