@@ -205,6 +205,12 @@ pub trait Driver: Sized + 'static {
         build_error!(VTABLE_DEFAULT_ERROR)
     }
 
+    /// Changes a region in place (`IB_MR_REREG_*` in `flags`): a new domain (which the core
+    /// records) and/or new `access` rights.
+    fn rereg_user_mr(_mr: &Mr<Self>, _flags: u32, _access: u32) -> Result {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
     /// Checks that a region may be deregistered now (no window bound to it, say).
     fn dereg_mr(_mr: &Mr<Self>) -> Result {
         Ok(())
@@ -321,6 +327,11 @@ impl<T: Driver> OpsTable<T> {
         size_ib_srq: core::mem::size_of::<Srq<T>>(),
         reg_user_mr: if T::HAS_REG_USER_MR {
             Some(Self::reg_user_mr)
+        } else {
+            None
+        },
+        rereg_user_mr: if T::HAS_REREG_USER_MR {
+            Some(Self::rereg_user_mr)
         } else {
             None
         },
@@ -751,6 +762,29 @@ impl<T: Driver> OpsTable<T> {
             .and_then(|(data, lkey, rkey)| Mr::<T>::alloc(data, lkey, rkey));
         match ret {
             Ok(mr) => mr,
+            Err(e) => e.to_ptr(),
+        }
+    }
+
+    /// # Safety
+    ///
+    /// Called by the RDMA core only, with the arguments of this op of `struct ib_device_ops`.
+    #[allow(clippy::too_many_arguments)]
+    unsafe extern "C" fn rereg_user_mr(
+        ibmr: *mut bindings::ib_mr,
+        flags: c_int,
+        _start: u64,
+        _len: u64,
+        _iova: u64,
+        access: c_int,
+        _ibpd: *mut bindings::ib_pd,
+        _udata: *mut bindings::ib_udata,
+    ) -> *mut bindings::ib_mr {
+        // SAFETY: The region came from `reg_user_mr` and is live.
+        let mr = unsafe { Mr::<T>::from_raw(ibmr) };
+        match T::rereg_user_mr(mr, flags as u32, access as u32) {
+            // Changed in place: no new region.
+            Ok(()) => core::ptr::null_mut(),
             Err(e) => e.to_ptr(),
         }
     }

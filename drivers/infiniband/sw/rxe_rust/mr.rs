@@ -12,6 +12,10 @@ use crate::{
     param,
     Rxe, //
 };
+use core::sync::atomic::{
+    AtomicU32,
+    Ordering::Relaxed, //
+};
 use kernel::{
     bindings,
     prelude::*,
@@ -23,6 +27,17 @@ use kernel::{
     },
     sync::Arc,
 };
+
+/// Checks requested access rights (`RXE_ACCESS_SUPPORTED_MR`, no on-demand paging).
+fn check_access(access: u32) -> Result {
+    if access & !param::ACCESS_SUPPORTED_MR != 0
+        || access & bindings::ib_access_flags_IB_ACCESS_ON_DEMAND != 0
+    {
+        pr_debug!("unsupported access flags {:#x}\n", access);
+        return Err(code::eopnotsupp());
+    }
+    Ok(())
+}
 
 /// What the data path will need to find by key index.
 pub(crate) struct MrShared {
@@ -41,6 +56,8 @@ pub(crate) fn new_mr_table() -> Result<Arc<MrTable>> {
 
 /// A memory region.
 pub(crate) struct Mr {
+    /// The `IB_ACCESS_*` rights (changed by `rereg_user_mr`; read by the data path).
+    access: AtomicU32,
     _umem: Umem,
     _index: Index<MrShared>,
     _count: ObjectCount,
@@ -58,13 +75,7 @@ impl Mr {
         udata: &mut UData<'_>,
     ) -> Result<(Self, u32, u32)> {
         udata.check_in_empty()?;
-        if access & !param::ACCESS_SUPPORTED_MR != 0 {
-            pr_debug!("unsupported access flags {:#x}\n", access);
-            return Err(code::eopnotsupp());
-        }
-        if access & bindings::ib_access_flags_IB_ACCESS_ON_DEMAND != 0 {
-            return Err(code::eopnotsupp());
-        }
+        check_access(access)?;
         let dev = pd.device();
         let count = dev.mrs.take()?;
         // Pins the pages: fails with EFAULT for memory the process has not mapped.
@@ -77,6 +88,7 @@ impl Mr {
         let k = key(index.get(), b[0]);
         Ok((
             Self {
+                access: AtomicU32::new(access),
                 _umem: umem,
                 _index: index,
                 _count: count,
@@ -84,5 +96,23 @@ impl Mr {
             k,
             k,
         ))
+    }
+}
+
+impl Mr {
+    /// Changes the domain (recorded by the core) and/or the access rights in place.
+    ///
+    /// Only these two are supported, as by the C driver; a new address range is refused.
+    pub(crate) fn rereg(&self, flags: u32, access: u32) -> Result {
+        let supported = bindings::ib_mr_rereg_flags_IB_MR_REREG_PD
+            | bindings::ib_mr_rereg_flags_IB_MR_REREG_ACCESS;
+        if flags & !supported != 0 {
+            return Err(code::eopnotsupp());
+        }
+        if flags & bindings::ib_mr_rereg_flags_IB_MR_REREG_ACCESS != 0 {
+            check_access(access)?;
+            self.access.store(access, Relaxed);
+        }
+        Ok(())
     }
 }

@@ -263,4 +263,8 @@ impl Driver for Rxe {
         srq.query(attr);
         Ok(())
     }
+
+    fn rereg_user_mr(mr: &object::Mr<Self>, flags: u32, access: u32) -> Result {
+        mr.rereg(flags, access)
+    }
 }
