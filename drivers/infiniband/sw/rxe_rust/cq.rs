@@ -10,6 +10,8 @@ use crate::{
     device::ObjectCount,
     param,
     queue::{
+        MmInfo,
+        Offer,
         Producer,
         Ring, //
     },
@@ -22,7 +24,6 @@ use kernel::{
         code,
         device::Device,
         driver::CqInitAttr,
-        mmap::MmapEntry,
         object::UContext,
         udata::UData, //
     },
@@ -42,28 +43,6 @@ pub(crate) const CQE_SIZE: usize = {
     }
 };
 
-/// Where user space maps a queue (`struct mminfo` of the rxe ABI).
-#[derive(IntoBytes, Immutable, Clone, Copy, Default)]
-#[repr(C)]
-pub(crate) struct MmInfo {
-    /// The `mmap` offset.
-    pub(crate) offset: u64,
-    /// The length to map.
-    pub(crate) size: u32,
-    pad: u32,
-}
-
-impl MmInfo {
-    /// Returns the mapping information of `entry`.
-    pub(crate) fn of(entry: &MmapEntry) -> Result<Self> {
-        Ok(Self {
-            offset: entry.offset(),
-            size: u32::try_from(entry.len())?,
-            pad: 0,
-        })
-    }
-}
-
 /// The driver response of `create_cq` and `resize_cq` (`struct rxe_create_cq_resp`,
 /// `struct rxe_resize_cq_resp`).
 #[derive(IntoBytes, Immutable, Clone, Copy)]
@@ -75,20 +54,17 @@ struct CqResp {
 /// The ring of a queue and, for a user queue, the offer to map it.
 struct CqRing {
     producer: Producer,
-    mmap: Option<MmapEntry>,
+    offer: Offer,
 }
 
 impl CqRing {
     /// Creates a ring for at least `cqe` completions, offered to `ctx` if any.
     fn new(cqe: u32, ctx: Option<&UContext<Rxe>>) -> Result<Self> {
         let ring = Ring::new(cqe, CQE_SIZE)?;
-        let mmap = match ctx {
-            Some(ctx) => Some(MmapEntry::new(ctx, ring.buffer().clone())?),
-            None => None,
-        };
+        let offer = Offer::new(&ring, ctx)?;
         Ok(Self {
             producer: Producer::new(ring),
-            mmap,
+            offer,
         })
     }
 
@@ -96,13 +72,10 @@ impl CqRing {
         self.producer.ring().geometry().capacity()
     }
 
-    fn response(&self) -> Result<CqResp> {
-        Ok(CqResp {
-            mi: self
-                .mmap
-                .as_ref()
-                .map_or(Ok(MmInfo::default()), MmInfo::of)?,
-        })
+    fn response(&self) -> CqResp {
+        CqResp {
+            mi: self.offer.mminfo,
+        }
     }
 }
 
@@ -148,7 +121,7 @@ impl Cq {
         check_cqe(attr.cqe)?;
         let count = dev.cqs.take()?;
         let ring = CqRing::new(attr.cqe, ctx)?;
-        udata.respond(&ring.response()?)?;
+        udata.respond(&ring.response())?;
         let cqe = ring.capacity();
         Ok((
             try_pin_init!(Self {
@@ -167,7 +140,7 @@ impl Cq {
             return Err(EINVAL);
         }
         let mut ring = CqRing::new(cqe, Some(ctx))?;
-        let resp = ring.response()?;
+        let resp = ring.response();
         let mut scratch = [0u8; CQE_SIZE];
         {
             let mut inner = self.inner.lock();

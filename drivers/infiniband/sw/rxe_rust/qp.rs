@@ -8,7 +8,6 @@
 //! has no receive queue of its own.
 
 use crate::{
-    cq::MmInfo,
     device::ObjectCount,
     index::{
         Index,
@@ -17,6 +16,8 @@ use crate::{
     param,
     queue::{
         Consumer,
+        MmInfo,
+        Offer,
         Ring, //
     },
     Rxe, //
@@ -33,7 +34,6 @@ use kernel::{
         },
         code,
         device::Device,
-        mmap::MmapEntry,
         object::UContext,
         udata::UData, //
     },
@@ -86,7 +86,7 @@ pub(crate) fn new_qp_table() -> Result<Arc<QpTable>> {
 /// One work queue (send or receive) of a queue pair.
 struct WorkQueue {
     _consumer: Consumer,
-    _mmap: Option<MmapEntry>,
+    _offer: Offer,
     max_wr: u32,
     max_sge: u32,
     max_inline: u32,
@@ -102,18 +102,12 @@ impl WorkQueue {
     ) -> Result<(Self, MmInfo)> {
         let ring = Ring::new(max_wr, wqe_size)?;
         let cap = ring.geometry().capacity();
-        let (mmap, mi) = match ctx {
-            Some(ctx) => {
-                let e = MmapEntry::new(ctx, ring.buffer().clone())?;
-                let mi = MmInfo::of(&e)?;
-                (Some(e), mi)
-            }
-            None => (None, MmInfo::default()),
-        };
+        let offer = Offer::new(&ring, ctx)?;
+        let mi = offer.mminfo;
         Ok((
             Self {
                 _consumer: Consumer::new(&ring),
-                _mmap: mmap,
+                _offer: offer,
                 max_wr: cap,
                 max_sge,
                 max_inline,

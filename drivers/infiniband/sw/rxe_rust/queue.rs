@@ -13,11 +13,19 @@
 //! produces into a completion queue ([`Producer`]) and consumes send, receive and shared
 //! receive queues ([`Consumer`]).
 
+use crate::Rxe;
 use kernel::{
     prelude::*,
-    rdma::mmap::UserBuffer,
+    rdma::{
+        mmap::{
+            MmapEntry,
+            UserBuffer, //
+        },
+        object::UContext,
+    },
     sync::Arc, //
 };
+use zerocopy_derive::Immutable;
 
 /// Offset of the header field `log2_elem_size`.
 const LOG2_ELEM_SIZE: usize = 0;
@@ -116,6 +124,47 @@ impl Ring {
     /// Returns the memory, for mapping into user space.
     pub(crate) fn buffer(&self) -> &Arc<UserBuffer> {
         &self.buf
+    }
+}
+
+/// Where user space maps a queue (`struct mminfo` of the rxe ABI).
+#[derive(IntoBytes, Immutable, Clone, Copy, Default)]
+#[repr(C)]
+pub(crate) struct MmInfo {
+    /// The `mmap` offset.
+    pub(crate) offset: u64,
+    /// The length to map.
+    pub(crate) size: u32,
+    pad: u32,
+}
+
+/// A ring offered to a user context for mapping (none for a kernel queue).
+pub(crate) struct Offer {
+    /// Withdraws the offer when dropped.
+    _entry: Option<MmapEntry>,
+    /// What the create (or resize) response tells user space; zero for a kernel queue.
+    pub(crate) mminfo: MmInfo,
+}
+
+impl Offer {
+    /// Offers `ring` to `ctx`, if the queue belongs to user space.
+    pub(crate) fn new(ring: &Ring, ctx: Option<&UContext<Rxe>>) -> Result<Self> {
+        let Some(ctx) = ctx else {
+            return Ok(Self {
+                _entry: None,
+                mminfo: MmInfo::default(),
+            });
+        };
+        let entry = MmapEntry::new(ctx, ring.buffer().clone())?;
+        let mminfo = MmInfo {
+            offset: entry.offset(),
+            size: u32::try_from(entry.len())?,
+            pad: 0,
+        };
+        Ok(Self {
+            _entry: Some(entry),
+            mminfo,
+        })
     }
 }
 

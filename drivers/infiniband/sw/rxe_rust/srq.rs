@@ -7,7 +7,6 @@
 //! (`mmap_info_addr`), not into the response.
 
 use crate::{
-    cq::MmInfo,
     device::ObjectCount,
     index::{
         Index,
@@ -16,6 +15,8 @@ use crate::{
     param,
     queue::{
         Consumer,
+        MmInfo,
+        Offer,
         Ring, //
     },
     Rxe, //
@@ -26,7 +27,6 @@ use kernel::{
     rdma::{
         code,
         device::Device,
-        mmap::MmapEntry,
         object::UContext,
         udata::UData, //
     },
@@ -81,27 +81,20 @@ pub(crate) fn new_srq_table() -> Result<Arc<SrqTable>> {
 /// The ring of a shared receive queue and, for a user queue, the offer to map it.
 struct SrqRing {
     consumer: Consumer,
-    mmap: Option<MmapEntry>,
+    offer: Offer,
 }
 
 impl SrqRing {
     fn new(max_wr: u32, max_sge: u32, ctx: Option<&UContext<Rxe>>) -> Result<(Self, Ring)> {
         let ring = Ring::new(max_wr, RECV_WQE_SIZE + SGE_SIZE * max_sge as usize)?;
-        let mmap = match ctx {
-            Some(ctx) => Some(MmapEntry::new(ctx, ring.buffer().clone())?),
-            None => None,
-        };
+        let offer = Offer::new(&ring, ctx)?;
         Ok((
             Self {
                 consumer: Consumer::new(&ring),
-                mmap,
+                offer,
             },
             ring,
         ))
-    }
-
-    fn mminfo(&self) -> Result<MmInfo> {
-        self.mmap.as_ref().map_or(Ok(MmInfo::default()), MmInfo::of)
     }
 
     fn capacity(&self) -> u32 {
@@ -164,7 +157,7 @@ impl Srq {
             .insert(Arc::new(SrqShared, GFP_KERNEL)?, GFP_KERNEL)?;
         let (ring, _) = SrqRing::new(max_wr, max_sge, ctx)?;
         udata.respond(&CreateSrqResp {
-            mi: ring.mminfo()?,
+            mi: ring.offer.mminfo,
             srq_num: num.get(),
             reserved: 0,
         })?;
@@ -213,7 +206,7 @@ impl Srq {
             let (mut ring, new) = SrqRing::new(max_wr, self.max_sge, udata.ucontext::<Rxe>())?;
             if let Some(cmd) = cmd {
                 // The rxe ABI: the new mminfo goes where the command points.
-                let mi = ring.mminfo()?;
+                let mi = ring.offer.mminfo;
                 UserSlice::new(
                     UserPtr::from_addr(cmd.mmap_info_addr as usize),
                     core::mem::size_of::<MmInfo>(),
