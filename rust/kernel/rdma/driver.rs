@@ -88,6 +88,19 @@ pub trait Driver: Sized + 'static {
     /// Returns the P_Key at `index` of `port`'s table.
     fn query_pkey(dev: &Device<Self>, port: u32, index: u16) -> Result<u16>;
 
+    /// Accepts a change of the device's identity (`IB_DEVICE_MODIFY_*` in `mask`).
+    ///
+    /// `sys_image_guid` is the new system image GUID (host order). When the driver accepts
+    /// `IB_DEVICE_MODIFY_NODE_DESC`, the abstraction stores `node_desc` in the device.
+    fn modify_device(
+        _dev: &Device<Self>,
+        _mask: u32,
+        _sys_image_guid: u64,
+        _node_desc: &[u8],
+    ) -> Result {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
     /// Creates the driver's data for a new user context.
     fn alloc_ucontext(dev: &Device<Self>, udata: &mut UData<'_>) -> Result<Self::UContext>;
 
@@ -248,6 +261,11 @@ impl<T: Driver> OpsTable<T> {
         get_port_immutable: Some(Self::get_port_immutable),
         get_link_layer: Some(Self::get_link_layer),
         query_pkey: Some(Self::query_pkey),
+        modify_device: if T::HAS_MODIFY_DEVICE {
+            Some(Self::modify_device)
+        } else {
+            None
+        },
         alloc_ucontext: Some(Self::alloc_ucontext),
         dealloc_ucontext: Some(Self::dealloc_ucontext),
         mmap: Some(Self::mmap),
@@ -463,6 +481,35 @@ impl<T: Driver> OpsTable<T> {
             }
             Err(e) => e.to_errno(),
         }
+    }
+
+    /// # Safety
+    ///
+    /// Called by the RDMA core only, with the arguments of this op of `struct ib_device_ops`.
+    unsafe extern "C" fn modify_device(
+        ibdev: *mut bindings::ib_device,
+        mask: c_int,
+        attr: *mut bindings::ib_device_modify,
+    ) -> c_int {
+        // SAFETY: The core passes a live device and the new values.
+        let (dev, attr) = unsafe { (Self::dev(ibdev), &*attr) };
+        let desc: &[u8] = &attr.node_desc;
+        let len = desc.iter().position(|&c| c == 0).unwrap_or(desc.len());
+        let mask = mask as u32;
+        if let Err(e) = T::modify_device(
+            dev,
+            mask,
+            attr.sys_image_guid,
+            desc.get(..len).unwrap_or(desc),
+        ) {
+            return e.to_errno();
+        }
+        if mask & bindings::ib_device_modify_flags_IB_DEVICE_MODIFY_NODE_DESC != 0 {
+            // SAFETY: `node_desc` is a plain array in the live device. The C drivers store it
+            // the same way; sysfs readers tolerate a description that is being rewritten.
+            unsafe { (*ibdev).node_desc = attr.node_desc };
+        }
+        0
     }
 
     /// # Safety

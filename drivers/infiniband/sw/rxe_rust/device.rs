@@ -27,6 +27,7 @@ use crate::{
     },
     Rxe, //
 };
+use core::sync::atomic::AtomicU64;
 use kernel::{
     net::device::NetDevice,
     prelude::*,
@@ -52,8 +53,11 @@ use kernel::{
 pub(crate) struct RxeDev {
     /// The netdevice the port runs on.
     pub(crate) ndev: ARef<NetDevice>,
-    /// EUI-64 identity derived from the netdevice's MAC (node, port and system image GUID).
+    /// EUI-64 identity derived from the netdevice's MAC (node and port GUID).
     pub(crate) guid: [u8; 8],
+    /// The system image GUID (network byte order value); starts as `guid`, and
+    /// `modify_device` may change it.
+    pub(crate) sys_image_guid: AtomicU64,
     /// The UDP port 4791 sockets this device keeps open.
     #[pin]
     sockets: Mutex<Option<RoceSockets>>,
@@ -134,9 +138,11 @@ impl RxeDev {
     pub(crate) fn new(ndev: &NetDevice, sockets: RoceSockets) -> impl PinInit<Self, Error> {
         let mac = ndev.hw_addr().unwrap_or_else(random_mac);
         let ndev: ARef<NetDevice> = ndev.into();
+        let eui = eui64_from_mac(mac);
         try_pin_init!(Self {
             ndev,
-            guid: eui64_from_mac(mac),
+            guid: eui,
+            sys_image_guid: AtomicU64::new(guid_be(eui)),
             sockets <- kernel::new_mutex!(Some(sockets)),
             pds: ObjectLimit::new(param::MAX_PD as u32)?,
             cqs: ObjectLimit::new(param::MAX_CQ as u32)?,

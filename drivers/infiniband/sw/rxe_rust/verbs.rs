@@ -17,6 +17,7 @@ use crate::{
     },
     srq::Srq,
 };
+use core::sync::atomic::Ordering::Relaxed;
 use kernel::{
     bindings,
     prelude::*,
@@ -32,6 +33,7 @@ use kernel::{
             QpAttr,
             QpInitAttr,
         },
+        code,
         device::Device,
         driver::{
             CqInitAttr,
@@ -72,7 +74,7 @@ impl Driver for Rxe {
 
     fn query_device(dev: &Device<Self>, attr: &mut DeviceAttr, udata: &mut UData<'_>) -> Result {
         udata.check_in_empty()?;
-        attr.sys_image_guid = crate::device::guid_be(dev.guid);
+        attr.sys_image_guid = dev.sys_image_guid.load(Relaxed);
         attr.vendor_id = param::VENDOR_ID;
         attr.max_mr_size = param::MAX_MR_SIZE;
         attr.page_size_cap = param::PAGE_SIZE_CAP;
@@ -266,5 +268,18 @@ impl Driver for Rxe {
 
     fn rereg_user_mr(mr: &object::Mr<Self>, flags: u32, access: u32) -> Result {
         mr.rereg(flags, access)
+    }
+
+    fn modify_device(dev: &Device<Self>, mask: u32, sys_image_guid: u64, _desc: &[u8]) -> Result {
+        let supported = bindings::ib_device_modify_flags_IB_DEVICE_MODIFY_SYS_IMAGE_GUID
+            | bindings::ib_device_modify_flags_IB_DEVICE_MODIFY_NODE_DESC;
+        if mask & !supported != 0 {
+            pr_debug!("unsupported modify_device mask {:#x}\n", mask);
+            return Err(code::eopnotsupp());
+        }
+        if mask & bindings::ib_device_modify_flags_IB_DEVICE_MODIFY_SYS_IMAGE_GUID != 0 {
+            dev.sys_image_guid.store(sys_image_guid.to_be(), Relaxed);
+        }
+        Ok(())
     }
 }

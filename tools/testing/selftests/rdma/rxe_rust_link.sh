@@ -7,7 +7,7 @@
 source "$(dirname "$0")/rxe_rust_lib.sh"
 
 ktap_print_header
-ktap_set_plan 14
+ktap_set_plan 16
 unload_all
 
 check "modprobe rdma_rxe_rust" modprobe $RXE_RUST
@@ -18,6 +18,10 @@ check "rdma link shows rxe0 on eth0, ACTIVE" \
 check "ibv_devices lists rxe0" bash -c "ibv_devices | grep -qw rxe0"
 check "uverbs driver id is rxe (14): the rxe provider opens it" \
 	bash -c "ibv_devinfo -d rxe0 | grep -q 'transport:.*InfiniBand'"
+check "node description is 'rxe', as the C driver's" \
+	bash -c "[ \"\$(cat /sys/class/infiniband/rxe0/node_desc)\" = rxe ]"
+check "node description can be set through sysfs (modify_device)" \
+	bash -c "echo -n 'rust node 1' > /sys/class/infiniband/rxe0/node_desc && [ \"\$(cat /sys/class/infiniband/rxe0/node_desc)\" = 'rust node 1' ]"
 check "link del rxe0" rdma link del rxe0
 check "rxe0 is gone" bash -c "! rdma dev show rxe0 2>/dev/null"
 check "re-add rxe0" rdma link add rxe0 type rxe netdev eth0
