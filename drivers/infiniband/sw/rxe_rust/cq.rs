@@ -18,7 +18,8 @@ use crate::{
     Rxe, //
 };
 use kernel::{
-    bindings, new_spinlock,
+    bindings,
+    new_spinlock,
     prelude::*,
     rdma::{
         code,
@@ -27,7 +28,7 @@ use kernel::{
         object::UContext,
         udata::UData, //
     },
-    sync::SpinLock,
+    sync::SpinLock, //
 };
 use zerocopy_derive::Immutable;
 

@@ -28,14 +28,16 @@ pub(crate) const MIN_SRQ_INDEX: i32 = 0x0002_0001;
 /// Scatter/gather entries per work request.
 pub(crate) const MAX_SGE: i32 = 32;
 
-/// Size of `struct rxe_send_wqe` without its SGE array.
-const SEND_WQE_SIZE: i32 = core::mem::size_of::<bindings::rxe_send_wqe>() as i32;
-/// Size of `struct ib_sge`.
-const SGE_SIZE: i32 = core::mem::size_of::<bindings::ib_sge>() as i32;
+/// Size of `struct rxe_send_wqe` without its SGEs (rxe user ABI).
+pub(crate) const SEND_WQE_SIZE: usize = core::mem::size_of::<bindings::rxe_send_wqe>();
+/// Size of `struct rxe_recv_wqe` without its SGEs (rxe user ABI).
+pub(crate) const RECV_WQE_SIZE: usize = core::mem::size_of::<bindings::rxe_recv_wqe>();
+/// Size of `struct ib_sge` / `struct rxe_sge`.
+pub(crate) const SGE_SIZE: usize = core::mem::size_of::<bindings::ib_sge>();
 
 /// Inline data a send WQE can carry in place of its SGEs.
-pub(crate) const MAX_INLINE_DATA: i32 = SGE_SIZE * MAX_SGE;
-const _: () = assert!(SEND_WQE_SIZE > 0 && MAX_INLINE_DATA == 512);
+pub(crate) const MAX_INLINE_DATA: i32 = SGE_SIZE as i32 * MAX_SGE;
+const _: () = assert!(SEND_WQE_SIZE == 208 && RECV_WQE_SIZE == 40 && MAX_INLINE_DATA == 512);
 
 /// Device capability flags (`enum ib_device_cap_flags`).
 pub(crate) const DEVICE_CAP_FLAGS: u64 = (bindings::ib_device_cap_flags_IB_DEVICE_BAD_PKEY_CNTR

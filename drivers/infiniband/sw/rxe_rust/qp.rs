@@ -23,7 +23,8 @@ use crate::{
     Rxe, //
 };
 use kernel::{
-    bindings, new_mutex,
+    bindings,
+    new_mutex,
     prelude::*,
     rdma::{
         attr::{
@@ -40,16 +41,12 @@ use kernel::{
     sync::{
         Arc,
         Mutex, //
-    },
+    }, //
 };
 use zerocopy_derive::Immutable;
 
-/// Size of `struct ib_sge` / `struct rxe_sge`.
-const SGE_SIZE: u32 = core::mem::size_of::<bindings::ib_sge>() as u32;
-/// Size of `struct rxe_send_wqe` without its SGEs.
-const SEND_WQE_SIZE: usize = core::mem::size_of::<bindings::rxe_send_wqe>();
-/// Size of `struct rxe_recv_wqe` without its SGEs.
-const RECV_WQE_SIZE: usize = core::mem::size_of::<bindings::rxe_recv_wqe>();
+/// Size of an SGE, as a `u32` like the capabilities it multiplies.
+const SGE_SIZE: u32 = param::SGE_SIZE as u32;
 
 /// The QP number of the general services interface (QP1).
 const GSI_QPN: u32 = 1;
@@ -208,7 +205,7 @@ impl Qp {
             cap.max_send_wr,
             data / SGE_SIZE,
             data,
-            SEND_WQE_SIZE + data as usize,
+            param::SEND_WQE_SIZE + data as usize,
             ctx,
         )?;
         let (rq, rq_mi) = if has_srq {
@@ -218,7 +215,7 @@ impl Qp {
                 cap.max_recv_wr,
                 cap.max_recv_sge,
                 0,
-                RECV_WQE_SIZE + (cap.max_recv_sge * SGE_SIZE) as usize,
+                param::RECV_WQE_SIZE + (cap.max_recv_sge * SGE_SIZE) as usize,
                 ctx,
             )?;
             (Some(rq), mi)

@@ -12,7 +12,11 @@ use crate::{
         Index,
         IndexTable, //
     },
-    param,
+    param::{
+        self,
+        RECV_WQE_SIZE,
+        SGE_SIZE, //
+    },
     queue::{
         Consumer,
         MmInfo,
@@ -22,7 +26,8 @@ use crate::{
     Rxe, //
 };
 use kernel::{
-    bindings, new_mutex,
+    bindings,
+    new_mutex,
     prelude::*,
     rdma::{
         code,
@@ -37,14 +42,10 @@ use kernel::{
     uaccess::{
         UserPtr,
         UserSlice, //
-    },
+    }, //
 };
 use zerocopy_derive::Immutable;
 
-/// Size of `struct ib_sge`.
-const SGE_SIZE: usize = core::mem::size_of::<bindings::ib_sge>();
-/// Size of `struct rxe_recv_wqe` without its SGEs.
-const RECV_WQE_SIZE: usize = core::mem::size_of::<bindings::rxe_recv_wqe>();
 /// The largest receive WQE of a shared receive queue.
 const MAX_WQE_SIZE: usize = RECV_WQE_SIZE + SGE_SIZE * param::MAX_SRQ_SGE as usize;
 
