@@ -37,7 +37,10 @@ use super::opcode::{
 };
 use super::packet::Packet;
 use super::psn::Psn;
-use super::requester::Requester;
+use super::requester::{
+    Entry,
+    Requester, //
+};
 use super::wqe::WrOpcode;
 
 /// What acknowledging a range of PSNs found.
@@ -76,6 +79,22 @@ impl<const N: usize> Requester<N> {
     /// Returns true if `psn` was sent and is not yet acknowledged.
     fn is_outstanding(&self, psn: Psn) -> bool {
         psn.distance_from(self.comp_psn) < self.next_psn.distance_from(self.comp_psn)
+    }
+
+    /// Acknowledges what a READ or atomic response at `psn` implies, and returns the oldest
+    /// pending WQE it answers; `None` if there is none, or if a retry started instead (the
+    /// response skipped a READ or atomic still waiting for its own).
+    fn response_target<O>(&mut self, psn: Psn, out: &mut O) -> Option<(usize, Entry)>
+    where
+        O: Output + Clock + ?Sized,
+    {
+        if let Acked::ImpliedNak = self.ack_before(psn, out) {
+            self.retry_transport(false, out);
+            return None;
+        }
+        let k = self.first_pending()?;
+        let e = self.entry(k).copied()?;
+        Some((k, e))
     }
 
     /// Acknowledges every PSN before `psn`.
@@ -255,14 +274,7 @@ impl<const N: usize> Requester<N> {
         M: MemoryAccess + ?Sized,
         O: Output + Clock + ?Sized,
     {
-        if let Acked::ImpliedNak = self.ack_before(psn, out) {
-            self.retry_transport(false, out);
-            return;
-        }
-        let Some(k) = self.first_pending() else {
-            return;
-        };
-        let Some(e) = self.entry(k).copied() else {
+        let Some((k, e)) = self.response_target(psn, out) else {
             return;
         };
         if e.wr.opcode != WrOpcode::RdmaRead || !e.contains(psn) || psn != self.comp_psn {
@@ -301,14 +313,7 @@ impl<const N: usize> Requester<N> {
         M: MemoryAccess + ?Sized,
         O: Output + Clock + ?Sized,
     {
-        if let Acked::ImpliedNak = self.ack_before(psn, out) {
-            self.retry_transport(false, out);
-            return;
-        }
-        let Some(k) = self.first_pending() else {
-            return;
-        };
-        let Some(e) = self.entry(k).copied() else {
+        let Some((k, e)) = self.response_target(psn, out) else {
             return;
         };
         let is_atomic = matches!(
