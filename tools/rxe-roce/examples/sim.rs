@@ -52,17 +52,7 @@ fn main() -> ExitCode {
                 if verbose {
                     println!("{r:#?}");
                 }
-                total.packets += r.packets;
-                total.dropped += r.dropped;
-                total.duplicated += r.duplicated;
-                total.corrupted += r.corrupted;
-                total.tx_full += r.tx_full;
-                total.retries += r.retries;
-                total.rnr_retries += r.rnr_retries;
-                total.retry_exceeded += r.retry_exceeded;
-                total.rnr_retry_exceeded += r.rnr_retry_exceeded;
-                total.wqes += r.wqes;
-                total.error |= r.error;
+                total.add(&r);
             }
             Err(e) => {
                 failed += 1;

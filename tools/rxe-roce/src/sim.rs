@@ -309,6 +309,29 @@ pub struct Report {
     pub opcodes: BTreeMap<u32, u64>,
 }
 
+impl Report {
+    /// Adds the counts of another run to these totals.
+    pub fn add(&mut self, r: &Report) {
+        self.packets += r.packets;
+        self.dropped += r.dropped;
+        self.duplicated += r.duplicated;
+        self.corrupted += r.corrupted;
+        self.tx_full += r.tx_full;
+        self.retries += r.retries;
+        self.rnr_retries += r.rnr_retries;
+        self.retry_exceeded += r.retry_exceeded;
+        self.rnr_retry_exceeded += r.rnr_retry_exceeded;
+        self.duplicate_requests += r.duplicate_requests;
+        self.out_of_sequence += r.out_of_sequence;
+        self.wqes += r.wqes;
+        self.completions += r.completions;
+        self.error |= r.error;
+        for (op, n) in &r.opcodes {
+            *self.opcodes.entry(*op).or_default() += n;
+        }
+    }
+}
+
 // Memory layout of each endpoint.
 const LOCAL_LEN: usize = 24 * 8192 + 24 * 8 + 4096;
 const RECV_BUF: usize = 8192 + 64;

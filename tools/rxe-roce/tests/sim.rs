@@ -43,22 +43,8 @@ fn simulation_seeds() {
         }] += 1;
         match run(seed) {
             Ok(r) => {
-                total.packets += r.packets;
-                total.dropped += r.dropped;
-                total.duplicated += r.duplicated;
-                total.corrupted += r.corrupted;
-                total.tx_full += r.tx_full;
-                total.retries += r.retries;
-                total.rnr_retries += r.rnr_retries;
-                total.retry_exceeded += r.retry_exceeded;
-                total.rnr_retry_exceeded += r.rnr_retry_exceeded;
-                total.duplicate_requests += r.duplicate_requests;
-                total.out_of_sequence += r.out_of_sequence;
-                total.wqes += r.wqes;
+                total.add(&r);
                 error_runs += u64::from(r.error);
-                for (op, n) in r.opcodes {
-                    *total.opcodes.entry(op).or_default() += n;
-                }
             }
             Err(e) => {
                 eprintln!(
