@@ -40,6 +40,7 @@ config: overlay
 
 kernel: config
 	@$(PHASE) kernel scripts/build-kernel $(SRC) $(OBJ) $(MODROOT)
+	@$(PHASE) testmods scripts/build-test-modules $(SRC) $(OBJ) $(MODROOT)
 
 test: build
 	@$(PHASE) test tests/run
@@ -52,7 +53,7 @@ fuzz:
 	@$(PHASE) fuzz tools/rxe-roce/fuzz.sh
 
 clean:
-	rm -rf $(OBJ) $(MODROOT) $(B)/vm
+	rm -rf $(OBJ) $(MODROOT) $(B)/vm $(B)/test-modules
 
 distclean:
 	rm -rf $(B)

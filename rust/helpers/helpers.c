@@ -95,6 +95,7 @@
 #include "skbuff.c"
 #include "slab.c"
 #include "spinlock.c"
+#include "spinlock_irq.c"
 #include "string.c"
 #include "sync.c"
 #include "task.c"

@@ -14,6 +14,7 @@
 pub mod attr;
 pub mod device;
 pub mod driver;
+pub mod event;
 pub mod link;
 pub mod mmap;
 pub mod object;

@@ -2,7 +2,17 @@
 
 //! Device and port attributes reported to the RDMA core.
 
-use crate::bindings;
+use crate::{
+    bindings,
+    rdma::{
+        device::Device,
+        driver::Driver,
+        object::{
+            Cq,
+            Srq, //
+        },
+    },
+};
 use core::ops::{
     Deref,
     DerefMut, //
@@ -108,6 +118,53 @@ impl QpInitAttr {
     pub fn has_cqs(&self) -> bool {
         !self.0.send_cq.is_null() && !self.0.recv_cq.is_null()
     }
+
+    /// Returns the send completion queue, if it is one of `dev`'s.
+    pub fn send_cq<'a, T: Driver>(&'a self, dev: &Device<T>) -> Option<&'a Cq<T>> {
+        // SAFETY: The core passes live queues with the attributes and keeps them alive while
+        // the queue pair uses them (`usecnt`); a queue of `dev` belongs to driver `T`.
+        unsafe { own_object(self.0.send_cq, dev).map(|p| Cq::<T>::from_raw(p)) }
+    }
+
+    /// Returns the receive completion queue, if it is one of `dev`'s.
+    pub fn recv_cq<'a, T: Driver>(&'a self, dev: &Device<T>) -> Option<&'a Cq<T>> {
+        // SAFETY: As in `send_cq`.
+        unsafe { own_object(self.0.recv_cq, dev).map(|p| Cq::<T>::from_raw(p)) }
+    }
+
+    /// Returns the shared receive queue, if there is one and it is `dev`'s.
+    pub fn srq<'a, T: Driver>(&'a self, dev: &Device<T>) -> Option<&'a Srq<T>> {
+        // SAFETY: As in `send_cq`.
+        unsafe { own_object(self.0.srq, dev).map(|p| Srq::<T>::from_raw(p)) }
+    }
+}
+
+/// A core object with a `device` field.
+trait HasDevice {
+    fn device(&self) -> *mut bindings::ib_device;
+}
+
+impl HasDevice for bindings::ib_cq {
+    fn device(&self) -> *mut bindings::ib_device {
+        self.device
+    }
+}
+
+impl HasDevice for bindings::ib_srq {
+    fn device(&self) -> *mut bindings::ib_device {
+        self.device
+    }
+}
+
+/// Returns `ptr` if it is non-null and an object of `dev`.
+///
+/// # Safety
+///
+/// `ptr` must be null or point to a live object.
+unsafe fn own_object<O: HasDevice, T: Driver>(ptr: *mut O, dev: &Device<T>) -> Option<*mut O> {
+    // SAFETY: The caller guarantees a non-null `ptr` is live.
+    let o = unsafe { ptr.as_ref()? };
+    (o.device() == dev.as_raw()).then_some(ptr)
 }
 
 attr_wrapper!(

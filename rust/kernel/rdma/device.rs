@@ -151,6 +151,14 @@ impl<T: Driver> Device<T> {
         Ok((speed, width))
     }
 
+    /// Reports the state of the port bound to `ndev` to the device's clients if it changed
+    /// (`IB_EVENT_PORT_ACTIVE` or `IB_EVENT_PORT_ERR`, `ib_dispatch_port_state_event`).
+    pub fn dispatch_port_state(&self, ndev: &NetDevice) {
+        // SAFETY: The device and the netdevice are valid; the core ignores a netdevice that is
+        // not bound to a port of the device.
+        unsafe { bindings::ib_dispatch_port_state_event(self.as_raw(), ndev.as_raw()) };
+    }
+
     /// Starts unregistration in the background (`ib_unregister_device_queued`).
     ///
     /// Safe from any context that may sleep, including netdevice notifiers.

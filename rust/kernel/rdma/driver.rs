@@ -18,6 +18,12 @@ use crate::{
         },
         code,
         device::Device,
+        event::{
+            CqHandle,
+            QpHandle,
+            SrqHandle,
+            Wc, //
+        },
         mmap::MmapEntry,
         object::{
             Ah,
@@ -108,9 +114,12 @@ pub trait Driver: Sized + 'static {
     ///
     /// Returns it with the number of completions the queue really holds, which the core
     /// reports to the caller.
+    ///
+    /// `handle` stays valid for the queue's lifetime and is revoked when it is destroyed.
     fn create_cq(
         dev: &Device<Self>,
         attr: &CqInitAttr,
+        handle: CqHandle,
         udata: &mut UData<'_>,
     ) -> Result<(impl PinInit<Self::Cq, Error>, u32)>;
 
@@ -131,7 +140,12 @@ pub trait Driver: Sized + 'static {
     /// Moves up to `wc.len()` completions of a kernel completion queue into `wc`.
     ///
     /// Returns how many it moved.
-    fn poll_cq(_cq: &Cq<Self>, _wc: &mut [bindings::ib_wc]) -> Result<usize> {
+    fn poll_cq(_cq: &Cq<Self>, _wc: &mut [Wc]) -> Result<usize> {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Returns how many completions (at most `max`) wait in a kernel completion queue.
+    fn peek_cq(_cq: &Cq<Self>, _max: u32) -> u32 {
         build_error!(VTABLE_DEFAULT_ERROR)
     }
 
@@ -142,8 +156,14 @@ pub trait Driver: Sized + 'static {
     fn create_qp(
         dev: &Device<Self>,
         init: &mut QpInitAttr,
+        handle: QpHandle,
         udata: &mut UData<'_>,
     ) -> Result<(impl PinInit<Self::Qp, Error>, u32)>;
+
+    /// Posts one receive work request of a kernel consumer to a queue pair.
+    fn post_recv(_qp: &Qp<Self>, _wr: &RecvWr<'_>) -> Result {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
 
     /// Changes the attributes of a queue pair selected by `mask` (`IB_QP_*` bits).
     fn modify_qp(qp: &Qp<Self>, attr: &QpAttr, mask: u32, udata: &mut UData<'_>) -> Result;
@@ -158,8 +178,14 @@ pub trait Driver: Sized + 'static {
         dev: &Device<Self>,
         srq_type: u32,
         attr: &mut bindings::ib_srq_attr,
+        handle: SrqHandle,
         udata: &mut UData<'_>,
     ) -> Result<impl PinInit<Self::Srq, Error>>;
+
+    /// Posts one receive work request of a kernel consumer to a shared receive queue.
+    fn post_srq_recv(_srq: &Srq<Self>, _wr: &RecvWr<'_>) -> Result {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
 
     /// Resizes (`IB_SRQ_MAX_WR`) or arms the limit (`IB_SRQ_LIMIT`) of a shared receive queue.
     fn modify_srq(
@@ -224,6 +250,37 @@ pub trait Driver: Sized + 'static {
         build_error!(VTABLE_DEFAULT_ERROR)
     }
 
+    /// Creates a region covering all of memory for kernel consumers (`access`: `IB_ACCESS_*`).
+    ///
+    /// Returns the region's data with its L_Key and R_Key.
+    fn get_dma_mr(_pd: &Pd<Self>, _access: u32) -> Result<(Self::Mr, u32, u32)> {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Creates a fast-registration region of type `mr_type` for up to `max_num_sg` pages.
+    ///
+    /// Returns the region's data with its L_Key and R_Key.
+    fn alloc_mr(_pd: &Pd<Self>, _mr_type: u32, _max_num_sg: u32) -> Result<(Self::Mr, u32, u32)> {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Starts mapping a fast-registration region (`map_mr_sg`): forgets its pages.
+    ///
+    /// The core then calls [`Driver::map_mr_sg_page`] for each page, in order.
+    fn map_mr_sg_start(_mr: &Mr<Self>) -> Result {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Appends the page at DMA address `addr` to a fast-registration region being mapped.
+    fn map_mr_sg_page(_mr: &Mr<Self>, _addr: u64) -> Result {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Finishes registration once clients may use the device: reports the port's state.
+    fn enable_driver(_dev: &Device<Self>) -> Result {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
     /// Checks that a region may be deregistered now (no window bound to it, say).
     fn dereg_mr(_mr: &Mr<Self>) -> Result {
         Ok(())
@@ -246,6 +303,61 @@ pub struct CqInitAttr {
     pub comp_vector: u32,
     /// `IB_UVERBS_CQ_FLAGS_*` creation flags.
     pub flags: u32,
+}
+
+/// A receive work request of a kernel consumer (`struct ib_recv_wr`).
+pub struct RecvWr<'a> {
+    /// The consumer's id for the request (or its `struct ib_cqe` address).
+    pub wr_id: u64,
+    /// Where to place the received data.
+    pub sges: &'a [bindings::ib_sge],
+}
+
+impl RecvWr<'_> {
+    /// Walks the C list of work requests at `wr`, calling `post` for each.
+    ///
+    /// On failure, stores the request that failed in `bad_wr` and returns the error.
+    ///
+    /// # Safety
+    ///
+    /// `wr` must be a valid list of work requests, `bad_wr` null or valid for writes.
+    unsafe fn post_list(
+        mut wr: *const bindings::ib_recv_wr,
+        bad_wr: *mut *const bindings::ib_recv_wr,
+        mut post: impl FnMut(&RecvWr<'_>) -> Result,
+    ) -> c_int {
+        while !wr.is_null() {
+            // SAFETY: The caller guarantees the list is valid.
+            let w = unsafe { &*wr };
+            let ret = usize::try_from(w.num_sge)
+                .map_err(|_| EINVAL)
+                .and_then(|n| {
+                    let sges = if n == 0 || w.sg_list.is_null() {
+                        &[][..]
+                    } else {
+                        // SAFETY: A request's `sg_list` holds `num_sge` entries.
+                        unsafe { core::slice::from_raw_parts(w.sg_list, n) }
+                    };
+                    if sges.len() != n {
+                        return Err(EINVAL);
+                    }
+                    post(&RecvWr {
+                        // SAFETY: Both union members are 64 bits of plain data to the driver.
+                        wr_id: unsafe { w.__bindgen_anon_1.wr_id },
+                        sges,
+                    })
+                });
+            if let Err(e) = ret {
+                if !bad_wr.is_null() {
+                    // SAFETY: The caller guarantees `bad_wr` is valid for writes.
+                    unsafe { bad_wr.write(wr) };
+                }
+                return e.to_errno();
+            }
+            wr = w.next;
+        }
+        0
+    }
 }
 
 /// The C ops table of driver `T`.
@@ -284,6 +396,11 @@ impl<T: Driver> OpsTable<T> {
         },
         poll_cq: if T::HAS_POLL_CQ {
             Some(Self::poll_cq)
+        } else {
+            None
+        },
+        peek_cq: if T::HAS_PEEK_CQ {
+            Some(Self::peek_cq)
         } else {
             None
         },
@@ -342,7 +459,28 @@ impl<T: Driver> OpsTable<T> {
         } else {
             None
         },
+        post_srq_recv: Some(Self::post_srq_recv),
         size_ib_srq: core::mem::size_of::<Srq<T>>(),
+        get_dma_mr: if T::HAS_GET_DMA_MR {
+            Some(Self::get_dma_mr)
+        } else {
+            None
+        },
+        alloc_mr: if T::HAS_ALLOC_MR {
+            Some(Self::alloc_mr)
+        } else {
+            None
+        },
+        map_mr_sg: if T::HAS_MAP_MR_SG_PAGE {
+            Some(Self::map_mr_sg)
+        } else {
+            None
+        },
+        enable_driver: if T::HAS_ENABLE_DRIVER {
+            Some(Self::enable_driver)
+        } else {
+            None
+        },
         reg_user_mr: if T::HAS_REG_USER_MR {
             Some(Self::reg_user_mr)
         } else {
@@ -353,7 +491,7 @@ impl<T: Driver> OpsTable<T> {
         } else {
             None
         },
-        dereg_mr: if T::HAS_REG_USER_MR {
+        dereg_mr: if T::HAS_REG_USER_MR || T::HAS_GET_DMA_MR || T::HAS_ALLOC_MR {
             Some(Self::dereg_mr)
         } else {
             None
@@ -592,7 +730,13 @@ impl<T: Driver> OpsTable<T> {
                 UData::from_bundle(udata),
             )
         };
-        let ret = T::create_qp(dev, init, &mut udata).and_then(|(data, qpn)| {
+        // SAFETY: The core frees the queue pair only after `destroy_qp`, or after this op
+        // fails, and both drop the handle.
+        let handle = match unsafe { Qp::<T>::init_handle(ibqp) } {
+            Ok(h) => h,
+            Err(e) => return e.to_errno(),
+        };
+        let ret = T::create_qp(dev, init, handle, &mut udata).and_then(|(data, qpn)| {
             // SAFETY: The container's data field is valid for writes, uninitialised, and never
             // moves; the queue pair is not visible to anyone yet.
             unsafe {
@@ -603,7 +747,11 @@ impl<T: Driver> OpsTable<T> {
         });
         match ret {
             Ok(()) => 0,
-            Err(e) => e.to_errno(),
+            Err(e) => {
+                // SAFETY: `init_handle` succeeded; the core frees the object next.
+                unsafe { Qp::<T>::drop_handle(ibqp) };
+                e.to_errno()
+            }
         }
     }
 
@@ -647,10 +795,19 @@ impl<T: Driver> OpsTable<T> {
                 QpInitAttr::from_raw(init),
             )
         };
-        match T::query_qp(qp, attr, mask as u32, init) {
-            Ok(()) => 0,
-            Err(e) => e.to_errno(),
+        if let Err(e) = T::query_qp(qp, attr, mask as u32, init) {
+            return e.to_errno();
         }
+        // The creation attributes the core keeps: handler, context and the queues used.
+        // SAFETY: The queue pair is live; these fields are set by the core at creation.
+        unsafe {
+            init.event_handler = (*ibqp).event_handler;
+            init.qp_context = (*ibqp).qp_context;
+            init.send_cq = (*ibqp).send_cq;
+            init.recv_cq = (*ibqp).recv_cq;
+            init.srq = (*ibqp).srq;
+        }
+        0
     }
 
     /// # Safety
@@ -660,8 +817,12 @@ impl<T: Driver> OpsTable<T> {
         ibqp: *mut bindings::ib_qp,
         _udata: *mut bindings::ib_udata,
     ) -> c_int {
-        // SAFETY: `create_qp` succeeded for this queue pair; the core calls this once.
-        unsafe { core::ptr::drop_in_place(Qp::<T>::data_ptr(ibqp)) };
+        // SAFETY: `create_qp` succeeded for this queue pair; the core calls this once. The
+        // handle goes first so that nothing reaches the queue pair through it any more.
+        unsafe {
+            Qp::<T>::drop_handle(ibqp);
+            core::ptr::drop_in_place(Qp::<T>::data_ptr(ibqp));
+        }
         0
     }
 
@@ -685,15 +846,44 @@ impl<T: Driver> OpsTable<T> {
     ///
     /// Called by the RDMA core only, with the arguments of this op of `struct ib_device_ops`.
     unsafe extern "C" fn post_recv(
-        _ibqp: *mut bindings::ib_qp,
+        ibqp: *mut bindings::ib_qp,
         wr: *const bindings::ib_recv_wr,
         bad_wr: *mut *const bindings::ib_recv_wr,
     ) -> c_int {
-        if !bad_wr.is_null() {
-            // SAFETY: The core passes a valid out pointer.
-            unsafe { bad_wr.write(wr) };
+        if !T::HAS_POST_RECV {
+            if !bad_wr.is_null() {
+                // SAFETY: The core passes a valid out pointer.
+                unsafe { bad_wr.write(wr) };
+            }
+            return code::eopnotsupp().to_errno();
         }
-        code::eopnotsupp().to_errno()
+        // SAFETY: The core passes a live queue pair, a list of requests and an out pointer.
+        unsafe {
+            let qp = Qp::<T>::from_raw(ibqp);
+            RecvWr::post_list(wr, bad_wr, |w| T::post_recv(qp, w))
+        }
+    }
+
+    /// # Safety
+    ///
+    /// Called by the RDMA core only, with the arguments of this op of `struct ib_device_ops`.
+    unsafe extern "C" fn post_srq_recv(
+        ibsrq: *mut bindings::ib_srq,
+        wr: *const bindings::ib_recv_wr,
+        bad_wr: *mut *const bindings::ib_recv_wr,
+    ) -> c_int {
+        if !T::HAS_POST_SRQ_RECV {
+            if !bad_wr.is_null() {
+                // SAFETY: The core passes a valid out pointer.
+                unsafe { bad_wr.write(wr) };
+            }
+            return code::eopnotsupp().to_errno();
+        }
+        // SAFETY: The core passes a live queue, a list of requests and an out pointer.
+        unsafe {
+            let srq = Srq::<T>::from_raw(ibsrq);
+            RecvWr::post_list(wr, bad_wr, |w| T::post_srq_recv(srq, w))
+        }
     }
 
     /// # Safety
@@ -870,14 +1060,24 @@ impl<T: Driver> OpsTable<T> {
                 UData::from_bundle(udata),
             )
         };
-        let ret = T::create_srq(dev, srq_type, attr, &mut udata).and_then(|data| {
+        // SAFETY: The core frees the queue only after `destroy_srq`, or after this op fails,
+        // and both drop the handle.
+        let handle = match unsafe { Srq::<T>::init_handle(ibsrq) } {
+            Ok(h) => h,
+            Err(e) => return e.to_errno(),
+        };
+        let ret = T::create_srq(dev, srq_type, attr, handle, &mut udata).and_then(|data| {
             // SAFETY: The container's data field is valid for writes, uninitialised, and never
             // moves; the queue is not visible to anyone yet.
             unsafe { data.__pinned_init(Srq::<T>::data_ptr(ibsrq)) }
         });
         match ret {
             Ok(()) => 0,
-            Err(e) => e.to_errno(),
+            Err(e) => {
+                // SAFETY: `init_handle` succeeded; the core frees the object next.
+                unsafe { Srq::<T>::drop_handle(ibsrq) };
+                e.to_errno()
+            }
         }
     }
 
@@ -889,8 +1089,11 @@ impl<T: Driver> OpsTable<T> {
         _udata: *mut bindings::ib_udata,
     ) -> c_int {
         // SAFETY: `create_srq` succeeded for this queue; the core calls this once, when no
-        // queue pair uses it any more.
-        unsafe { core::ptr::drop_in_place(Srq::<T>::data_ptr(ibsrq)) };
+        // queue pair uses it any more. The handle goes first.
+        unsafe {
+            Srq::<T>::drop_handle(ibsrq);
+            core::ptr::drop_in_place(Srq::<T>::data_ptr(ibsrq));
+        }
         0
     }
 
@@ -980,7 +1183,13 @@ impl<T: Driver> OpsTable<T> {
                 UData::from_bundle(udata),
             )
         };
-        let ret = T::create_cq(dev, &attr, &mut udata).and_then(|(init, cqe)| {
+        // SAFETY: The core frees the queue only after `destroy_cq`, or after this op fails, and
+        // both drop the handle.
+        let handle = match unsafe { Cq::<T>::init_handle(ibcq) } {
+            Ok(h) => h,
+            Err(e) => return e.to_errno(),
+        };
+        let ret = T::create_cq(dev, &attr, handle, &mut udata).and_then(|(init, cqe)| {
             // SAFETY: The container's data field is valid for writes, uninitialised, and never
             // moves (the core owns the allocation); the queue is not visible to anyone yet.
             unsafe {
@@ -991,7 +1200,11 @@ impl<T: Driver> OpsTable<T> {
         });
         match ret {
             Ok(()) => 0,
-            Err(e) => e.to_errno(),
+            Err(e) => {
+                // SAFETY: `init_handle` succeeded; the core frees the object next.
+                unsafe { Cq::<T>::drop_handle(ibcq) };
+                e.to_errno()
+            }
         }
     }
 
@@ -1003,8 +1216,11 @@ impl<T: Driver> OpsTable<T> {
         _udata: *mut bindings::ib_udata,
     ) -> c_int {
         // SAFETY: `create_cq` succeeded for this queue; the core calls this once, when no
-        // queue pair uses it any more.
-        unsafe { core::ptr::drop_in_place(Cq::<T>::data_ptr(ibcq)) };
+        // queue pair uses it any more. The handle goes first.
+        unsafe {
+            Cq::<T>::drop_handle(ibcq);
+            core::ptr::drop_in_place(Cq::<T>::data_ptr(ibcq));
+        }
         0
     }
 
@@ -1056,15 +1272,102 @@ impl<T: Driver> OpsTable<T> {
         if num == 0 {
             return 0;
         }
-        // SAFETY: The core passes a live queue and an array of `num` completions to fill.
+        // SAFETY: The core passes a live queue and an array of `num` completions to fill;
+        // `Wc` is a transparent wrapper of `ib_wc`.
         let (cq, wc) = unsafe {
             (
                 Cq::<T>::from_raw(ibcq),
-                core::slice::from_raw_parts_mut(wc, num),
+                core::slice::from_raw_parts_mut(wc.cast::<Wc>(), num),
             )
         };
         match T::poll_cq(cq, wc) {
-            Ok(n) => n as c_int,
+            Ok(n) => n.min(num) as c_int,
+            Err(e) => e.to_errno(),
+        }
+    }
+
+    /// # Safety
+    ///
+    /// Called by the RDMA core only, with the arguments of this op of `struct ib_device_ops`.
+    unsafe extern "C" fn peek_cq(ibcq: *mut bindings::ib_cq, wc_cnt: c_int) -> c_int {
+        let Ok(max) = u32::try_from(wc_cnt) else {
+            return EINVAL.to_errno();
+        };
+        // SAFETY: The core passes a live queue.
+        T::peek_cq(unsafe { Cq::<T>::from_raw(ibcq) }, max).min(max) as c_int
+    }
+
+    /// # Safety
+    ///
+    /// Called by the RDMA core only, with the arguments of this op of `struct ib_device_ops`.
+    unsafe extern "C" fn get_dma_mr(
+        ibpd: *mut bindings::ib_pd,
+        access: c_int,
+    ) -> *mut bindings::ib_mr {
+        // SAFETY: The core passes a live domain of ours.
+        let pd = unsafe { Pd::<T>::from_raw(ibpd) };
+        match T::get_dma_mr(pd, access as u32)
+            .and_then(|(data, lkey, rkey)| Mr::<T>::alloc(data, lkey, rkey))
+        {
+            Ok(mr) => mr,
+            Err(e) => e.to_ptr(),
+        }
+    }
+
+    /// # Safety
+    ///
+    /// Called by the RDMA core only, with the arguments of this op of `struct ib_device_ops`.
+    unsafe extern "C" fn alloc_mr(
+        ibpd: *mut bindings::ib_pd,
+        mr_type: bindings::ib_mr_type,
+        max_num_sg: u32,
+    ) -> *mut bindings::ib_mr {
+        // SAFETY: The core passes a live domain of ours.
+        let pd = unsafe { Pd::<T>::from_raw(ibpd) };
+        match T::alloc_mr(pd, mr_type, max_num_sg)
+            .and_then(|(data, lkey, rkey)| Mr::<T>::alloc(data, lkey, rkey))
+        {
+            Ok(mr) => mr,
+            Err(e) => e.to_ptr(),
+        }
+    }
+
+    /// # Safety
+    ///
+    /// Called by the RDMA core only, with the arguments of this op of `struct ib_device_ops`.
+    unsafe extern "C" fn map_mr_sg(
+        ibmr: *mut bindings::ib_mr,
+        sg: *mut bindings::scatterlist,
+        sg_nents: c_int,
+        sg_offset: *mut c_uint,
+    ) -> c_int {
+        // SAFETY: The region came from `alloc_mr` and is live.
+        if let Err(e) = T::map_mr_sg_start(unsafe { Mr::<T>::from_raw(ibmr) }) {
+            return e.to_errno();
+        }
+        // SAFETY: The core passes a live region, a mapped scatterlist of `sg_nents` entries and
+        // an optional offset; `set_page` matches the callback type.
+        unsafe { bindings::ib_sg_to_pages(ibmr, sg, sg_nents, sg_offset, Some(Self::set_page)) }
+    }
+
+    /// # Safety
+    ///
+    /// Called by `ib_sg_to_pages` only, for a region of driver `T` in `map_mr_sg`.
+    unsafe extern "C" fn set_page(ibmr: *mut bindings::ib_mr, addr: u64) -> c_int {
+        // SAFETY: `map_mr_sg` passed a live region of ours.
+        match T::map_mr_sg_page(unsafe { Mr::<T>::from_raw(ibmr) }, addr) {
+            Ok(()) => 0,
+            Err(e) => e.to_errno(),
+        }
+    }
+
+    /// # Safety
+    ///
+    /// Called by the RDMA core only, with the arguments of this op of `struct ib_device_ops`.
+    unsafe extern "C" fn enable_driver(ibdev: *mut bindings::ib_device) -> c_int {
+        // SAFETY: The core enables a registered device of ours.
+        match T::enable_driver(unsafe { Self::dev(ibdev) }) {
+            Ok(()) => 0,
             Err(e) => e.to_errno(),
         }
     }

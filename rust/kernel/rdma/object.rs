@@ -15,24 +15,36 @@ use crate::{
     prelude::GFP_KERNEL,
     rdma::{
         device::Device,
-        driver::Driver, //
+        driver::Driver,
+        event::{
+            CqHandle,
+            QpHandle,
+            SrqHandle, //
+        },
     },
     types::Opaque, //
 };
 use core::ops::Deref;
 
 macro_rules! core_object {
-    ($(#[$m:meta])* $name:ident, $c:ident, $data:ident) => {
+    ($(#[$m:meta])* $name:ident, $c:ident, $data:ident $(, $handle:ident)?) => {
         $(#[$m])*
         ///
         /// # Invariants
         ///
         /// The C structure is at offset 0 of an allocation of the size of `Self`, made by the
         /// core. The data is initialised from the driver's create op returning success until
-        /// the destroy op, the only window in which a reference to `Self` is handed out.
+        /// the destroy op, the only window in which a reference to `Self` is handed out. A
+        /// queue's handle is `Some` over the same window and is revoked by the destroy op
+        /// before the data is dropped, so no completion or event reaches a freed object.
         #[repr(C)]
         pub struct $name<T: Driver> {
             raw: Opaque<bindings::$c>,
+            $(
+                /// The handle the driver's asynchronous paths reach the object through;
+                /// `Some` from before the create op to the destroy op.
+                handle: Option<$handle>,
+            )?
             data: T::$data,
         }
 
@@ -89,6 +101,47 @@ macro_rules! core_object {
                 // outlives its objects.
                 unsafe { Device::from_raw((*ptr).device) }
             }
+
+            $(
+                /// Returns the object's handle.
+                pub fn handle(&self) -> &$handle {
+                    // By the type invariant the handle is set while a reference exists.
+                    self.handle.as_ref().unwrap_or_else(|| unreachable!())
+                }
+
+                /// Creates the handle of the new object at `ptr`; returns a clone for the
+                /// driver.
+                ///
+                /// # Safety
+                ///
+                /// `ptr` must be an object the core allocated for driver `T`, before its
+                /// create op; [`Self::drop_handle`] must be called before it is freed.
+                pub(crate) unsafe fn init_handle(ptr: *mut bindings::$c) -> Result<$handle> {
+                    // SAFETY: The caller guarantees `drop_handle` (which revokes) runs before
+                    // the core frees the object.
+                    let handle = unsafe { $handle::new(ptr, GFP_KERNEL)? };
+                    // SAFETY: The field is valid for writes and holds nothing yet.
+                    unsafe { (&raw mut (*ptr.cast::<Self>()).handle).write(Some(handle.clone())) };
+                    Ok(handle)
+                }
+
+                /// Revokes and drops the handle of the object at `ptr`.
+                ///
+                /// # Safety
+                ///
+                /// [`Self::init_handle`] succeeded for `ptr`, and this is called once.
+                pub(crate) unsafe fn drop_handle(ptr: *mut bindings::$c) {
+                    // SAFETY: The caller guarantees the field was initialised and is dropped
+                    // once.
+                    let field = unsafe { &raw mut (*ptr.cast::<Self>()).handle };
+                    // SAFETY: See above.
+                    if let Some(h) = unsafe { &*field } {
+                        h.revoke();
+                    }
+                    // SAFETY: See above.
+                    unsafe { core::ptr::drop_in_place(field) };
+                }
+            )?
         }
     };
 }
@@ -111,21 +164,24 @@ core_object!(
     /// A completion queue (`struct ib_cq`).
     Cq,
     ib_cq,
-    Cq
+    Cq,
+    CqHandle
 );
 
 core_object!(
     /// A queue pair (`struct ib_qp`).
     Qp,
     ib_qp,
-    Qp
+    Qp,
+    QpHandle
 );
 
 core_object!(
     /// A shared receive queue (`struct ib_srq`).
     Srq,
     ib_srq,
-    Srq
+    Srq,
+    SrqHandle
 );
 
 core_object!(
@@ -165,6 +221,15 @@ impl<T: Driver> Deref for Mr<T> {
 }
 
 impl<T: Driver> Mr<T> {
+    /// Returns the page size a kernel consumer chose for a fast-registration region.
+    ///
+    /// Meaningful in `map_mr_sg`, where the core has just set it.
+    pub fn page_size(&self) -> u32 {
+        // SAFETY: The region is live; `page_size` is plain data the core writes before calling
+        // `map_mr_sg`, and not concurrently with it.
+        unsafe { (*self.raw.get()).page_size }
+    }
+
     /// Allocates a region holding `data`, with keys `lkey` and `rkey`.
     pub(crate) fn alloc(data: T::Mr, lkey: u32, rkey: u32) -> Result<*mut bindings::ib_mr> {
         let mr = KBox::new(

@@ -8,9 +8,11 @@ use rxe_roce::roce::segment::MessageKind;
 use rxe_roce::roce::wqe::{
     decode_recv_wqe,
     decode_send_wqe,
+    encode_recv_wqe,
     Remote,
     SendFlags,
     SendQueueLimits,
+    Sge,
     WqeData,
     WqeError,
     WrOpcode,
@@ -395,4 +397,43 @@ fn decoding_never_panics_on_arbitrary_bytes() {
         }
         let _ = decode_recv_wqe(&slot[..len], (next() % 40) as u32);
     }
+}
+
+#[test]
+fn receive_wqes_encode_as_the_c_driver_posts_them() {
+    let sges = [Sge::new(0x1000, 5, 7), Sge::new(0x2000, 6, 8)];
+    let mut slot = vec![0xaau8; RECV_WQE_HEADER_LEN + 4 * 16];
+    let n = encode_recv_wqe(&mut slot, 0x1234, &sges, 4).unwrap();
+    assert_eq!(n, RECV_WQE_HEADER_LEN + 2 * 16);
+    // wr_id, reserved, padding, then dma: length, resid, cur_sge, num_sge, sge_offset.
+    assert_eq!(&slot[0..8], &0x1234u64.to_ne_bytes());
+    assert_eq!(&slot[8..16], &[0; 8]);
+    let word = |o: usize| u32::from_ne_bytes(slot[o..o + 4].try_into().unwrap());
+    assert_eq!(
+        (word(16), word(20), word(24), word(28), word(32)),
+        (11, 11, 0, 2, 0)
+    );
+    assert_eq!(&slot[40..48], &0x1000u64.to_ne_bytes());
+    // Bytes past the WQE are left alone.
+    assert_eq!(slot[n], 0xaa);
+    let w = decode_recv_wqe(&slot, 4).unwrap();
+    assert_eq!((w.wr_id, w.length, w.sges), (0x1234, 11, &sges[..]));
+
+    assert_eq!(
+        encode_recv_wqe(&mut slot, 1, &sges, 1),
+        Err(WqeError::TooManySges)
+    );
+    assert_eq!(
+        encode_recv_wqe(&mut slot[..50], 1, &sges, 4),
+        Err(WqeError::Truncated)
+    );
+    let huge = [Sge::new(0, u32::MAX, 1), Sge::new(0, 1, 1)];
+    assert_eq!(
+        encode_recv_wqe(&mut slot, 1, &huge, 4),
+        Err(WqeError::TooLong)
+    );
+    assert_eq!(
+        encode_recv_wqe(&mut slot, 9, &[], 0),
+        Ok(RECV_WQE_HEADER_LEN)
+    );
 }

@@ -10,6 +10,7 @@ use crate::{
     device::ObjectCount,
     param,
     queue::{
+        Consumer,
         MmInfo,
         Offer,
         Producer,
@@ -18,19 +19,32 @@ use crate::{
     Rxe, //
 };
 use kernel::{
-    bindings,
-    new_spinlock,
+    bindings, new_spinlock_irq,
     prelude::*,
     rdma::{
         code,
         device::Device,
         driver::CqInitAttr,
+        event::{
+            CqEvent,
+            CqHandle,
+            QpHandle,
+            Wc,
+            WorkCompletion, //
+        },
         object::UContext,
         udata::UData, //
     },
-    sync::SpinLock, //
+    sync::{
+        Arc,
+        SpinLockIrq, //
+    },
 };
-use zerocopy_derive::Immutable;
+use zerocopy_derive::{
+    FromBytes,
+    Immutable,
+    KnownLayout, //
+};
 
 /// The size of one completion in the ring: `struct rxe_cqe`, the union of the kernel's and
 /// the user ABI's work completion.
@@ -43,6 +57,76 @@ pub(crate) const CQE_SIZE: usize = {
         u
     }
 };
+
+/// A completion as it sits in the ring: `struct ib_uverbs_wc` (what the provider reads),
+/// followed by the fields only kernel consumers get.
+#[derive(FromBytes, IntoBytes, Immutable, KnownLayout, Clone, Copy, Default)]
+#[repr(C)]
+struct Cqe {
+    wr_id: u64,
+    status: u32,
+    opcode: u32,
+    vendor_err: u32,
+    byte_len: u32,
+    ex: u32,
+    qp_num: u32,
+    src_qp: u32,
+    wc_flags: u32,
+    pkey_index: u16,
+    slid: u16,
+    sl: u8,
+    dlid_path_bits: u8,
+    port_num: u8,
+    reserved: u8,
+    smac: [u8; 6],
+    vlan_id: u16,
+    network_hdr_type: u8,
+    pad: [u8; 7],
+}
+
+const _: () = assert!(
+    core::mem::size_of::<bindings::ib_uverbs_wc>() == 48
+        && core::mem::offset_of!(Cqe, smac) == 48
+        && core::mem::size_of::<Cqe>() <= CQE_SIZE
+);
+
+/// Converts between the ring's completions and the core's, field by field.
+macro_rules! cqe_fields {
+    ($($f:ident),* $(,)?) => {
+        impl From<&WorkCompletion> for Cqe {
+            fn from(c: &WorkCompletion) -> Self {
+                Self {
+                    $($f: c.$f,)*
+                    ..Default::default()
+                }
+            }
+        }
+
+        impl From<&Cqe> for WorkCompletion {
+            fn from(c: &Cqe) -> Self {
+                Self { $($f: c.$f,)* }
+            }
+        }
+    };
+}
+
+cqe_fields!(
+    wr_id,
+    status,
+    opcode,
+    vendor_err,
+    byte_len,
+    ex,
+    qp_num,
+    src_qp,
+    wc_flags,
+    pkey_index,
+    sl,
+    port_num,
+    smac,
+    vlan_id,
+    network_hdr_type,
+);
 
 /// The driver response of `create_cq` and `resize_cq` (`struct rxe_create_cq_resp`,
 /// `struct rxe_resize_cq_resp`).
@@ -80,18 +164,36 @@ impl CqRing {
     }
 }
 
+/// The consuming side of a kernel queue, which `poll_cq` reads for the kernel consumer.
+struct KernelReader {
+    consumer: Consumer,
+    /// The queue pair of each slot's completion, filled as completions are added: a kernel
+    /// completion names its queue pair by pointer, which the ring cannot hold.
+    qps: KVec<Option<QpHandle>>,
+}
+
 /// The state a completion queue's lock protects.
 struct CqInner {
     ring: CqRing,
     /// Armed notification: `IB_CQ_SOLICITED` and/or `IB_CQ_NEXT_COMP`.
     notify: u32,
+    /// For a kernel queue, the consumer's side.
+    reader: Option<KernelReader>,
+}
+
+/// A completion queue as its queue pairs share it.
+///
+/// The lock disables interrupts: kernel consumers may poll from softirq context.
+#[pin_data]
+pub(crate) struct CqCore {
+    #[pin]
+    inner: SpinLockIrq<CqInner>,
+    handle: CqHandle,
 }
 
 /// A completion queue.
-#[pin_data]
 pub(crate) struct Cq {
-    #[pin]
-    inner: SpinLock<CqInner>,
+    core: Arc<CqCore>,
     _count: ObjectCount,
 }
 
@@ -109,6 +211,7 @@ impl Cq {
     pub(crate) fn new(
         dev: &Device<Rxe>,
         attr: &CqInitAttr,
+        handle: CqHandle,
         udata: &mut UData<'_>,
     ) -> Result<(impl PinInit<Self, Error>, u32)> {
         let ctx = udata.ucontext::<Rxe>();
@@ -122,15 +225,44 @@ impl Cq {
         check_cqe(attr.cqe)?;
         let count = dev.cqs.take()?;
         let ring = CqRing::new(attr.cqe, ctx)?;
+        let reader = if ctx.is_none() {
+            let slots = ring.producer.ring().geometry().mask as usize + 1;
+            let mut qps = KVec::with_capacity(slots, GFP_KERNEL)?;
+            for _ in 0..slots {
+                qps.push(None, GFP_KERNEL)?;
+            }
+            Some(KernelReader {
+                consumer: Consumer::new(ring.producer.ring()),
+                qps,
+            })
+        } else {
+            None
+        };
         udata.respond(&ring.response())?;
         let cqe = ring.capacity();
+        let core = Arc::pin_init(
+            try_pin_init!(CqCore {
+                inner <- new_spinlock_irq!(CqInner {
+                    ring,
+                    notify: 0,
+                    reader,
+                }),
+                handle,
+            }),
+            GFP_KERNEL,
+        )?;
         Ok((
-            try_pin_init!(Self {
-                inner <- new_spinlock!(CqInner { ring, notify: 0 }),
+            try_init!(Self {
+                core,
                 _count: count,
             }),
             cqe,
         ))
+    }
+
+    /// Returns the part of the queue its queue pairs share.
+    pub(crate) fn core(&self) -> &Arc<CqCore> {
+        &self.core
     }
 
     /// Resizes the queue to hold at least `cqe` completions, keeping those not yet polled.
@@ -144,7 +276,11 @@ impl Cq {
         let resp = ring.response();
         let mut scratch = [0u8; CQE_SIZE];
         {
-            let mut inner = self.inner.lock();
+            let mut inner = self.core.inner.lock();
+            if inner.reader.is_some() {
+                // Kernel queues are not resized (the core offers resize to user space only).
+                return Err(code::eopnotsupp());
+            }
             if inner.ring.producer.count()? > ring.capacity() {
                 pr_debug!(
                     "resize to {} below the {} completions queued\n",
@@ -160,7 +296,7 @@ impl Cq {
             core::mem::swap(&mut inner.ring, &mut ring);
         }
         // The old ring (now in `ring`) is freed outside the lock.
-        let cap = self.inner.lock().ring.capacity();
+        let cap = self.core.inner.lock().ring.capacity();
         drop(ring);
         udata.respond(&resp)?;
         Ok(cap)
@@ -169,9 +305,73 @@ impl Cq {
     /// Arms the notification; returns whether completions already wait when asked to report
     /// missed events.
     pub(crate) fn req_notify(&self, flags: u32) -> Result<bool> {
-        let mut inner = self.inner.lock();
+        let mut inner = self.core.inner.lock();
         inner.notify |= flags & bindings::ib_cq_notify_flags_IB_CQ_SOLICITED_MASK;
         let report = flags & bindings::ib_cq_notify_flags_IB_CQ_REPORT_MISSED_EVENTS != 0;
         Ok(report && inner.ring.producer.count()? > 0)
+    }
+
+    /// Moves completions of a kernel queue into `out`; returns how many.
+    pub(crate) fn poll(&self, out: &mut [Wc]) -> Result<usize> {
+        let mut inner = self.core.inner.lock();
+        let reader = inner.reader.as_mut().ok_or(EINVAL)?;
+        let mut cqe = Cqe::default();
+        let mut n = 0;
+        for wc in out.iter_mut() {
+            let slot = reader.consumer.index() as usize;
+            if !reader.consumer.pop(cqe.as_mut_bytes())? {
+                break;
+            }
+            let qp = reader.qps.get_mut(slot).and_then(Option::take);
+            wc.set(&WorkCompletion::from(&cqe), qp.as_ref());
+            n += 1;
+        }
+        Ok(n)
+    }
+
+    /// Returns how many completions (at most `max`) wait in a kernel queue.
+    pub(crate) fn peek(&self, max: u32) -> u32 {
+        let inner = self.core.inner.lock();
+        inner.ring.producer.count().unwrap_or(0).min(max)
+    }
+}
+
+impl CqCore {
+    /// Adds a completion of the queue pair `qp`, and calls the owner's handler if the armed
+    /// notification asks for it (any completion, or a `solicited` one).
+    ///
+    /// A full queue is an overrun: the owner gets `IB_EVENT_CQ_ERR` and the completion is
+    /// lost, as on hardware; `EBUSY` tells the caller.
+    pub(crate) fn post(&self, wc: &WorkCompletion, qp: &QpHandle, solicited: bool) -> Result {
+        let cqe = Cqe::from(wc);
+        let fire = {
+            let mut inner = self.inner.lock();
+            let slot = inner.ring.producer.index() as usize;
+            match inner.ring.producer.push(cqe.as_bytes()) {
+                Ok(()) => (),
+                Err(e) if e == ENOSPC => {
+                    drop(inner);
+                    pr_warn!("completion queue overrun\n");
+                    self.handle.event(CqEvent::Error);
+                    return Err(EBUSY);
+                }
+                Err(e) => return Err(e),
+            }
+            if let Some(entry) = inner.reader.as_mut().and_then(|r| r.qps.get_mut(slot)) {
+                *entry = Some(qp.clone());
+            }
+            let armed = inner.notify;
+            let fire = armed & bindings::ib_cq_notify_flags_IB_CQ_NEXT_COMP != 0
+                || (solicited && armed & bindings::ib_cq_notify_flags_IB_CQ_SOLICITED != 0);
+            if fire {
+                inner.notify = 0;
+            }
+            fire
+        };
+        // Outside the queue's lock: the handler may poll or re-arm.
+        if fire {
+            self.handle.notify();
+        }
+        Ok(())
     }
 }

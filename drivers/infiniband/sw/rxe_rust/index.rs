@@ -91,6 +91,8 @@ impl<T: Send + Sync + 'static> Index<T> {
 
 impl<T: Send + Sync + 'static> Drop for Index<T> {
     fn drop(&mut self) {
-        drop(self.table.xa.lock().remove(self.n as usize));
+        // The value is dropped after the lock: it may free rings, which may sleep.
+        let value = self.table.xa.lock().remove(self.n as usize);
+        drop(value);
     }
 }

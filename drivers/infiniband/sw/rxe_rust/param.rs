@@ -94,7 +94,7 @@ pub(crate) const PORT_PKEY_TBL_LEN: u16 = 1;
 pub(crate) const DEFAULT_PKEY: u16 = 0xffff;
 
 /// Remote access rights (`RXE_ACCESS_REMOTE`).
-const ACCESS_REMOTE: u32 = bindings::ib_access_flags_IB_ACCESS_REMOTE_READ
+pub(crate) const ACCESS_REMOTE: u32 = bindings::ib_access_flags_IB_ACCESS_REMOTE_READ
     | bindings::ib_access_flags_IB_ACCESS_REMOTE_WRITE
     | bindings::ib_access_flags_IB_ACCESS_REMOTE_ATOMIC;
 

@@ -8,6 +8,7 @@
 //! has no receive queue of its own.
 
 use crate::{
+    cq::CqCore,
     device::ObjectCount,
     index::{
         Index,
@@ -18,13 +19,30 @@ use crate::{
         Consumer,
         MmInfo,
         Offer,
+        Producer,
         Ring, //
     },
+    roce::wqe::{
+        encode_recv_wqe,
+        recv_wqe_id,
+        send_wqe_id,
+        Sge,
+        WrOpcode, //
+    },
     Rxe, //
+};
+use core::sync::atomic::{
+    AtomicU32,
+    Ordering::{
+        Acquire,
+        Relaxed,
+        Release, //
+    },
 };
 use kernel::{
     bindings,
     new_mutex,
+    new_spinlock_irq,
     prelude::*,
     rdma::{
         attr::{
@@ -35,12 +53,18 @@ use kernel::{
         },
         code,
         device::Device,
+        driver::RecvWr,
+        event::{
+            QpHandle,
+            WorkCompletion, //
+        },
         object::UContext,
         udata::UData, //
     },
     sync::{
         Arc,
-        Mutex, //
+        Mutex,
+        SpinLockIrq, //
     }, //
 };
 use zerocopy_derive::Immutable;
@@ -59,14 +83,28 @@ struct CreateQpResp {
     sq_mi: MmInfo,
 }
 
-/// What the data path will need to find by QP number.
+/// A queue pair as its data path shares it: what posting, flushing and (next) the
+/// requester, responder and completer need, found by QP number.
+///
+/// Its locks disable interrupts: kernel consumers may post from softirq context.
+#[pin_data]
 pub(crate) struct QpShared {
     /// The `enum ib_qp_type`.
-    #[expect(
-        dead_code,
-        reason = "the receive path (next step) looks queue pairs up by number"
-    )]
     pub(crate) qp_type: u32,
+    /// The QP number, set once the number is allocated.
+    qpn: AtomicU32,
+    /// The `enum ib_qp_state`; changed under the owner's state mutex, read without it.
+    state: AtomicU32,
+    /// Whether user space produces the work requests (through the mapped rings).
+    user: bool,
+    handle: QpHandle,
+    send_cq: Arc<CqCore>,
+    recv_cq: Arc<CqCore>,
+    #[pin]
+    sq: SpinLockIrq<WorkQueue>,
+    /// `None` on a shared receive queue.
+    #[pin]
+    rq: SpinLockIrq<Option<WorkQueue>>,
 }
 
 /// The device's QP numbers: QP1 and the cyclic range from 16.
@@ -82,7 +120,9 @@ pub(crate) fn new_qp_table() -> Result<Arc<QpTable>> {
 
 /// One work queue (send or receive) of a queue pair.
 struct WorkQueue {
-    _consumer: Consumer,
+    consumer: Consumer,
+    /// The producing side of a kernel consumer's queue; user space produces otherwise.
+    producer: Option<Producer>,
     _offer: Offer,
     max_wr: u32,
     max_sge: u32,
@@ -101,9 +141,12 @@ impl WorkQueue {
         let cap = ring.geometry().capacity();
         let offer = Offer::new(&ring, ctx)?;
         let mi = offer.mminfo;
+        let consumer = Consumer::new(&ring);
+        let producer = ctx.is_none().then(|| Producer::new(ring));
         Ok((
             Self {
-                _consumer: Consumer::new(&ring),
+                consumer,
+                producer,
                 _offer: offer,
                 max_wr: cap,
                 max_sge,
@@ -111,6 +154,110 @@ impl WorkQueue {
             },
             mi,
         ))
+    }
+
+    /// Forgets every queued request, without completions (a queue pair reset).
+    fn discard(&mut self) {
+        let mut b = [0u8; 0];
+        while let Ok(true) = self.consumer.pop(&mut b) {}
+    }
+}
+
+/// The largest receive WQE a kernel consumer can post.
+const MAX_RECV_WQE: usize = param::RECV_WQE_SIZE + param::MAX_SGE as usize * param::SGE_SIZE;
+
+impl QpShared {
+    /// Returns the state (`enum ib_qp_state`).
+    fn state(&self) -> u32 {
+        self.state.load(Acquire)
+    }
+
+    /// Posts a kernel consumer's receive request (as `post_one_recv` of the C driver).
+    pub(crate) fn post_recv(&self, wr: &RecvWr<'_>) -> Result {
+        // User space posts through its mapped ring; a kernel post would race with it.
+        if self.user || self.state() == bindings::ib_qp_state_IB_QPS_RESET {
+            return Err(EINVAL);
+        }
+        {
+            let mut guard = self.rq.lock();
+            let rq = (*guard).as_mut().ok_or(EINVAL)?;
+            let max_sge = rq.max_sge;
+            let producer = rq.producer.as_mut().ok_or(EINVAL)?;
+            if producer.is_full()? {
+                return Err(ENOMEM);
+            }
+            let mut sges = [Sge::new(0, 0, 0); param::MAX_SGE as usize];
+            let sges = sges.get_mut(..wr.sges.len()).ok_or(EINVAL)?;
+            for (dst, src) in sges.iter_mut().zip(wr.sges) {
+                *dst = Sge::new(src.addr, src.length, src.lkey);
+            }
+            let mut slot = [0u8; MAX_RECV_WQE];
+            let len = encode_recv_wqe(&mut slot, wr.wr_id, sges, max_sge).map_err(|e| {
+                pr_debug!("receive request refused: {:?}\n", e);
+                EINVAL
+            })?;
+            producer.push(slot.get(..len).ok_or(EINVAL)?)?;
+        }
+        // A queue pair in error completes what is posted at once, with a flush status.
+        if self.state() == bindings::ib_qp_state_IB_QPS_ERR {
+            self.flush();
+        }
+        Ok(())
+    }
+
+    /// Completes every queued request with `IB_WC_WR_FLUSH_ERR` (a queue pair in error).
+    ///
+    /// One request at a time: the completion handler runs without the queue's lock held, so
+    /// it may post again.
+    fn flush(&self) {
+        let qp_num = self.qpn.load(Relaxed);
+        let flushed = |wr_id, opcode| WorkCompletion {
+            wr_id,
+            status: bindings::ib_wc_status_IB_WC_WR_FLUSH_ERR,
+            opcode,
+            qp_num,
+            port_num: param::PORT as u8,
+            ..Default::default()
+        };
+        loop {
+            let mut b = [0u8; param::RECV_WQE_SIZE];
+            let popped = match &mut *self.rq.lock() {
+                Some(rq) => rq.consumer.pop(&mut b),
+                None => Ok(false),
+            };
+            if !matches!(popped, Ok(true)) {
+                break;
+            }
+            let wr_id = recv_wqe_id(&b).unwrap_or(0);
+            let wc = flushed(wr_id, bindings::ib_wc_opcode_IB_WC_RECV);
+            if self.recv_cq.post(&wc, &self.handle, false).is_err() {
+                break;
+            }
+        }
+        loop {
+            let mut b = [0u8; param::SEND_WQE_SIZE];
+            if !matches!(self.sq.lock().consumer.pop(&mut b), Ok(true)) {
+                break;
+            }
+            let (wr_id, op) = send_wqe_id(&b).unwrap_or((0, u32::MAX));
+            // What the C driver reports for an opcode it does not know.
+            let opcode = WrOpcode::from_raw(op).map_or(0xff, |o| o.wc_opcode() as u32);
+            if self
+                .send_cq
+                .post(&flushed(wr_id, opcode), &self.handle, false)
+                .is_err()
+            {
+                break;
+            }
+        }
+    }
+
+    /// Forgets every queued request without completing it (a queue pair reset).
+    fn discard(&self) {
+        self.sq.lock().discard();
+        if let Some(rq) = &mut *self.rq.lock() {
+            rq.discard();
+        }
     }
 }
 
@@ -122,10 +269,10 @@ struct QpState {
 /// A queue pair.
 #[pin_data]
 pub(crate) struct Qp {
-    qp_type: u32,
+    shared: Arc<QpShared>,
     sq_sig_all: bool,
-    sq: WorkQueue,
-    rq: Option<WorkQueue>,
+    max_send: (u32, u32, u32),
+    max_recv: Option<(u32, u32)>,
     #[pin]
     state: Mutex<QpState>,
     _qpn: Index<QpShared>,
@@ -153,6 +300,7 @@ impl Qp {
     pub(crate) fn new(
         dev: &Device<Rxe>,
         init: &mut QpInitAttr,
+        handle: QpHandle,
         udata: &mut UData<'_>,
     ) -> Result<(impl PinInit<Self, Error>, u32)> {
         let ctx = if udata.is_user() {
@@ -190,13 +338,10 @@ impl Qp {
             return Err(EINVAL);
         }
 
+        let user = ctx.is_some();
+        let send_cq = init.send_cq(dev).ok_or(EINVAL)?.core().clone();
+        let recv_cq = init.recv_cq(dev).ok_or(EINVAL)?.core().clone();
         let count = dev.qps.take()?;
-        let shared = Arc::new(QpShared { qp_type }, GFP_KERNEL)?;
-        let qpn = if gsi {
-            dev.qp_table.insert_at(GSI_QPN, shared)?
-        } else {
-            dev.qp_table.insert(shared, GFP_KERNEL)?
-        };
 
         // Send queue: a WQE holds its SGEs or its inline data, whichever is larger.
         let cap = init.cap;
@@ -231,6 +376,29 @@ impl Qp {
         if let Some(rq) = &rq {
             init.cap.max_recv_wr = rq.max_wr;
         }
+        let max_send = (sq.max_wr, sq.max_sge, sq.max_inline);
+        let max_recv = rq.as_ref().map(|rq| (rq.max_wr, rq.max_sge));
+
+        let shared = Arc::pin_init(
+            try_pin_init!(QpShared {
+                qp_type,
+                qpn: AtomicU32::new(0),
+                state: AtomicU32::new(bindings::ib_qp_state_IB_QPS_RESET),
+                user,
+                handle,
+                send_cq,
+                recv_cq,
+                sq <- new_spinlock_irq!(sq),
+                rq <- new_spinlock_irq!(rq),
+            }),
+            GFP_KERNEL,
+        )?;
+        let qpn = if gsi {
+            dev.qp_table.insert_at(GSI_QPN, shared.clone())?
+        } else {
+            dev.qp_table.insert(shared.clone(), GFP_KERNEL)?
+        };
+        shared.qpn.store(qpn.get(), Relaxed);
 
         let mut attr = QpAttrCopy::default();
         attr.update(|a| {
@@ -246,10 +414,10 @@ impl Qp {
         let sq_sig_all = init.sq_sig_type == bindings::ib_sig_type_IB_SIGNAL_ALL_WR;
         Ok((
             try_pin_init!(Self {
-                qp_type,
+                shared,
                 sq_sig_all,
-                sq,
-                rq,
+                max_send,
+                max_recv,
                 state <- new_mutex!(QpState { attr }),
                 _qpn: qpn,
                 _count: count,
@@ -274,7 +442,8 @@ impl Qp {
         } else {
             cur
         };
-        if !modify_qp_is_ok(cur, next, self.qp_type, mask) {
+        let qp_type = self.shared.qp_type;
+        if !modify_qp_is_ok(cur, next, qp_type, mask) {
             pr_debug!(
                 "illegal QP transition {} -> {} with mask {:#x}\n",
                 cur,
@@ -283,23 +452,38 @@ impl Qp {
             );
             return Err(EINVAL);
         }
-        check_attr(attr, mask, self.qp_type)?;
+        check_attr(attr, mask, qp_type)?;
         st.attr.update(|dst| apply(dst, attr, mask));
+        let shared = &self.shared;
+        shared.state.store(next, Release);
+        if next == bindings::ib_qp_state_IB_QPS_ERR {
+            shared.flush();
+        } else if next == bindings::ib_qp_state_IB_QPS_RESET {
+            shared.discard();
+        }
         Ok(())
+    }
+
+    /// Posts a kernel consumer's receive request.
+    pub(crate) fn post_recv(&self, wr: &RecvWr<'_>) -> Result {
+        self.shared.post_recv(wr)
     }
 
     /// Reports the attributes and the creation parameters.
     pub(crate) fn query(&self, attr: &mut QpAttr, init: &mut QpInitAttr) {
         let st = self.state.lock();
         attr.set_from(&st.attr);
-        attr.cap.max_send_wr = self.sq.max_wr;
-        attr.cap.max_send_sge = self.sq.max_sge;
-        attr.cap.max_inline_data = self.sq.max_inline;
-        if let Some(rq) = &self.rq {
-            attr.cap.max_recv_wr = rq.max_wr;
-            attr.cap.max_recv_sge = rq.max_sge;
+        (
+            attr.cap.max_send_wr,
+            attr.cap.max_send_sge,
+            attr.cap.max_inline_data,
+        ) = self.max_send;
+        if let Some((wr, sge)) = self.max_recv {
+            attr.cap.max_recv_wr = wr;
+            attr.cap.max_recv_sge = sge;
         }
-        init.qp_type = self.qp_type;
+        init.qp_type = self.shared.qp_type;
+        init.port_num = param::PORT;
         init.cap = attr.cap;
         init.sq_sig_type = if self.sq_sig_all {
             bindings::ib_sig_type_IB_SIGNAL_ALL_WR

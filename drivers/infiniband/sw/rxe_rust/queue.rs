@@ -184,9 +184,26 @@ impl Producer {
         Self { ring, index: 0 }
     }
 
+    /// Takes the producing side of a ring the kernel filled (a moved kernel queue), resuming
+    /// at its published producer index.
+    pub(crate) fn resume(ring: Ring) -> Result<Self> {
+        let index = ring.buf.load_acquire(PRODUCER_INDEX)? & ring.geo.mask;
+        Ok(Self { ring, index })
+    }
+
     /// Returns the ring.
     pub(crate) fn ring(&self) -> &Ring {
         &self.ring
+    }
+
+    /// Returns the slot the next element goes to.
+    pub(crate) fn index(&self) -> u32 {
+        self.index
+    }
+
+    /// Returns whether no slot is free.
+    pub(crate) fn is_full(&self) -> Result<bool> {
+        Ok(self.ring.geo.is_full(self.index, self.consumer()?))
     }
 
     /// Reads the consumer's index: untrusted, hence masked.
@@ -258,6 +275,11 @@ impl Consumer {
     /// Reads the producer's index: untrusted, hence masked.
     fn producer(&self) -> Result<u32> {
         Ok(self.buf.load_acquire(PRODUCER_INDEX)? & self.geo.mask)
+    }
+
+    /// Returns the slot the next element is read from.
+    pub(crate) fn index(&self) -> u32 {
+        self.index
     }
 
     /// Returns whether no element is waiting.

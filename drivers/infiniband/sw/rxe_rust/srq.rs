@@ -21,23 +21,30 @@ use crate::{
         Consumer,
         MmInfo,
         Offer,
+        Producer,
         Ring, //
+    },
+    roce::wqe::{
+        encode_recv_wqe,
+        Sge, //
     },
     Rxe, //
 };
 use kernel::{
     bindings,
-    new_mutex,
+    new_spinlock_irq,
     prelude::*,
     rdma::{
         code,
         device::Device,
+        driver::RecvWr,
+        event::SrqHandle,
         object::UContext,
         udata::UData, //
     },
     sync::{
         Arc,
-        Mutex, //
+        SpinLockIrq, //
     },
     uaccess::{
         UserPtr,
@@ -82,6 +89,8 @@ pub(crate) fn new_srq_table() -> Result<Arc<SrqTable>> {
 /// The ring of a shared receive queue and, for a user queue, the offer to map it.
 struct SrqRing {
     consumer: Consumer,
+    /// The producing side of a kernel consumer's queue; user space produces otherwise.
+    producer: Option<Producer>,
     offer: Offer,
 }
 
@@ -92,6 +101,7 @@ impl SrqRing {
         Ok((
             Self {
                 consumer: Consumer::new(&ring),
+                producer: None,
                 offer,
             },
             ring,
@@ -114,8 +124,11 @@ struct SrqInner {
 #[pin_data]
 pub(crate) struct Srq {
     max_sge: u32,
+    /// Disables interrupts: kernel consumers may post from softirq context.
     #[pin]
-    inner: Mutex<SrqInner>,
+    inner: SpinLockIrq<SrqInner>,
+    /// How the data path will raise the limit event.
+    _handle: SrqHandle,
     _num: Index<SrqShared>,
     _count: ObjectCount,
 }
@@ -135,6 +148,7 @@ impl Srq {
         dev: &Device<Rxe>,
         srq_type: u32,
         attr: &mut bindings::ib_srq_attr,
+        handle: SrqHandle,
         udata: &mut UData<'_>,
     ) -> Result<impl PinInit<Self, Error>> {
         let ctx = udata.ucontext::<Rxe>();
@@ -156,7 +170,10 @@ impl Srq {
         let num = dev
             .srq_table
             .insert(Arc::new(SrqShared, GFP_KERNEL)?, GFP_KERNEL)?;
-        let (ring, _) = SrqRing::new(max_wr, max_sge, ctx)?;
+        let (mut ring, r) = SrqRing::new(max_wr, max_sge, ctx)?;
+        if ctx.is_none() {
+            ring.producer = Some(Producer::new(r));
+        }
         udata.respond(&CreateSrqResp {
             mi: ring.offer.mminfo,
             srq_num: num.get(),
@@ -167,7 +184,8 @@ impl Srq {
         let limit = attr.srq_limit;
         Ok(try_pin_init!(Self {
             max_sge,
-            inner <- new_mutex!(SrqInner { ring, limit }),
+            inner <- new_spinlock_irq!(SrqInner { ring, limit }),
+            _handle: handle,
             _num: num,
             _count: count,
         }))
@@ -222,6 +240,9 @@ impl Srq {
             {
                 let mut inner = self.inner.lock();
                 ring.consumer = inner.ring.consumer.move_into(&new, wqe)?;
+                if inner.ring.producer.is_some() {
+                    ring.producer = Some(Producer::resume(new)?);
+                }
                 core::mem::swap(&mut inner.ring, &mut ring);
                 attr.max_wr = inner.ring.capacity();
                 if arm {
@@ -238,6 +259,27 @@ impl Srq {
             inner.limit = attr.srq_limit;
         }
         Ok(())
+    }
+
+    /// Posts a kernel consumer's receive request (as `rxe_post_srq_recv`).
+    pub(crate) fn post_recv(&self, wr: &RecvWr<'_>) -> Result {
+        let mut sges = [Sge::new(0, 0, 0); param::MAX_SRQ_SGE as usize];
+        let sges = sges.get_mut(..wr.sges.len()).ok_or(EINVAL)?;
+        for (dst, src) in sges.iter_mut().zip(wr.sges) {
+            *dst = Sge::new(src.addr, src.length, src.lkey);
+        }
+        let mut slot = [0u8; MAX_WQE_SIZE];
+        let len = encode_recv_wqe(&mut slot, wr.wr_id, sges, self.max_sge).map_err(|e| {
+            pr_debug!("SRQ receive request refused: {:?}\n", e);
+            EINVAL
+        })?;
+        let mut inner = self.inner.lock();
+        // User space posts through its mapped ring; a kernel post would race with it.
+        let producer = inner.ring.producer.as_mut().ok_or(EINVAL)?;
+        if producer.is_full()? {
+            return Err(ENOMEM);
+        }
+        producer.push(slot.get(..len).ok_or(EINVAL)?)
     }
 
     /// Reports depth, SGEs and the armed limit.

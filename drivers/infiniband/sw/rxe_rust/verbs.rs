@@ -29,15 +29,22 @@ use kernel::{
             PortAttr,
             PortImmutable,
             PortPhysState,
-            PortState, //
+            PortState,
             QpAttr,
-            QpInitAttr,
+            QpInitAttr, //
         },
         code,
         device::Device,
         driver::{
             CqInitAttr,
-            Driver, //
+            Driver,
+            RecvWr, //
+        },
+        event::{
+            CqHandle,
+            QpHandle,
+            SrqHandle,
+            Wc, //
         },
         object,
         udata::UData, //
@@ -174,9 +181,18 @@ impl Driver for Rxe {
     fn create_cq(
         dev: &Device<Self>,
         attr: &CqInitAttr,
+        handle: CqHandle,
         udata: &mut UData<'_>,
     ) -> Result<(impl PinInit<Cq, Error>, u32)> {
-        Cq::new(dev, attr, udata)
+        Cq::new(dev, attr, handle, udata)
+    }
+
+    fn poll_cq(cq: &object::Cq<Self>, wc: &mut [Wc]) -> Result<usize> {
+        cq.poll(wc)
+    }
+
+    fn peek_cq(cq: &object::Cq<Self>, max: u32) -> u32 {
+        cq.peek(max)
     }
 
     fn resize_cq(cq: &object::Cq<Self>, cqe: u32, udata: &mut UData<'_>) -> Result<u32> {
@@ -190,9 +206,14 @@ impl Driver for Rxe {
     fn create_qp(
         dev: &Device<Self>,
         init: &mut QpInitAttr,
+        handle: QpHandle,
         udata: &mut UData<'_>,
     ) -> Result<(impl PinInit<Qp, Error>, u32)> {
-        Qp::new(dev, init, udata)
+        Qp::new(dev, init, handle, udata)
+    }
+
+    fn post_recv(qp: &object::Qp<Self>, wr: &RecvWr<'_>) -> Result {
+        qp.post_recv(wr)
     }
 
     fn modify_qp(
@@ -247,9 +268,14 @@ impl Driver for Rxe {
         dev: &Device<Self>,
         srq_type: u32,
         attr: &mut bindings::ib_srq_attr,
+        handle: SrqHandle,
         udata: &mut UData<'_>,
     ) -> Result<impl PinInit<Srq, Error>> {
-        Srq::new(dev, srq_type, attr, udata)
+        Srq::new(dev, srq_type, attr, handle, udata)
+    }
+
+    fn post_srq_recv(srq: &object::Srq<Self>, wr: &RecvWr<'_>) -> Result {
+        srq.post_recv(wr)
     }
 
     fn modify_srq(
@@ -268,6 +294,29 @@ impl Driver for Rxe {
 
     fn rereg_user_mr(mr: &object::Mr<Self>, flags: u32, access: u32) -> Result {
         mr.rereg(flags, access)
+    }
+
+    fn get_dma_mr(pd: &object::Pd<Self>, access: u32) -> Result<(Mr, u32, u32)> {
+        Mr::new_dma(pd, access)
+    }
+
+    fn alloc_mr(pd: &object::Pd<Self>, mr_type: u32, max_num_sg: u32) -> Result<(Mr, u32, u32)> {
+        Mr::new_fast(pd, mr_type, max_num_sg)
+    }
+
+    fn map_mr_sg_start(mr: &object::Mr<Self>) -> Result {
+        mr.map_start(mr.page_size())
+    }
+
+    fn map_mr_sg_page(mr: &object::Mr<Self>, addr: u64) -> Result {
+        mr.map_page(addr)
+    }
+
+    fn enable_driver(dev: &Device<Self>) -> Result {
+        // The port's initial state; the core reports later changes of the netdevice itself.
+        let ndev = dev.netdev(param::PORT).ok_or(ENODEV)?;
+        dev.dispatch_port_state(&ndev);
+        Ok(())
     }
 
     fn modify_device(dev: &Device<Self>, mask: u32, sys_image_guid: u64, _desc: &[u8]) -> Result {

@@ -111,17 +111,7 @@ impl SendWr {
 
     /// Returns the completion opcode.
     pub fn wc_opcode(&self) -> WcOpcode {
-        match self.opcode {
-            WrOpcode::Send | WrOpcode::SendWithImm | WrOpcode::SendWithInv => WcOpcode::Send,
-            WrOpcode::RdmaWrite | WrOpcode::RdmaWriteWithImm => WcOpcode::RdmaWrite,
-            WrOpcode::RdmaRead => WcOpcode::RdmaRead,
-            WrOpcode::AtomicCmpAndSwp => WcOpcode::CompSwap,
-            WrOpcode::AtomicFetchAndAdd => WcOpcode::FetchAdd,
-            WrOpcode::LocalInv => WcOpcode::LocalInv,
-            WrOpcode::BindMw => WcOpcode::BindMw,
-            WrOpcode::Flush => WcOpcode::Flush,
-            WrOpcode::AtomicWrite => WcOpcode::AtomicWrite,
-        }
+        self.opcode.wc_opcode()
     }
 }
 

@@ -14,7 +14,10 @@ use zerocopy::byteorder::native_endian::{
     U32,
     U64, //
 };
-use zerocopy::FromBytes;
+use zerocopy::{
+    FromBytes,
+    IntoBytes as _, //
+};
 use zerocopy_derive::{
     FromBytes,
     Immutable,
@@ -23,6 +26,7 @@ use zerocopy_derive::{
     Unaligned, //
 };
 
+use super::io::WcOpcode;
 use super::opcode::QpType;
 use super::segment::{
     MessageKind,
@@ -208,6 +212,21 @@ pub enum WrOpcode {
 }
 
 impl WrOpcode {
+    /// Returns the opcode of the completion of a request with this opcode.
+    pub const fn wc_opcode(self) -> WcOpcode {
+        match self {
+            Self::Send | Self::SendWithImm | Self::SendWithInv => WcOpcode::Send,
+            Self::RdmaWrite | Self::RdmaWriteWithImm => WcOpcode::RdmaWrite,
+            Self::RdmaRead => WcOpcode::RdmaRead,
+            Self::AtomicCmpAndSwp => WcOpcode::CompSwap,
+            Self::AtomicFetchAndAdd => WcOpcode::FetchAdd,
+            Self::LocalInv => WcOpcode::LocalInv,
+            Self::BindMw => WcOpcode::BindMw,
+            Self::Flush => WcOpcode::Flush,
+            Self::AtomicWrite => WcOpcode::AtomicWrite,
+        }
+    }
+
     /// Decodes an opcode; TSO, READ with invalidate and masked atomics are refused.
     pub const fn from_raw(raw: u32) -> Option<Self> {
         Some(match raw {
@@ -616,4 +635,53 @@ pub fn decode_recv_wqe(slot: &[u8], max_sge: u32) -> Result<RecvWqe<'_>, WqeErro
         sges,
         length: total_length(sges).ok_or(WqeError::TooLong)?,
     })
+}
+
+/// Writes a receive WQE for `wr_id` and `sges` into `slot`, as a kernel consumer posts it.
+///
+/// Checks what the C driver's `post_one_recv` checks: at most `max_sge` elements and a total
+/// length of at most 2^31 bytes. Returns the number of bytes written.
+pub fn encode_recv_wqe(
+    slot: &mut [u8],
+    wr_id: u64,
+    sges: &[Sge],
+    max_sge: u32,
+) -> Result<usize, WqeError> {
+    let num_sge = u32::try_from(sges.len()).map_err(|_| WqeError::TooManySges)?;
+    if num_sge > max_sge {
+        return Err(WqeError::TooManySges);
+    }
+    let length = total_length(sges).ok_or(WqeError::TooLong)?;
+    let len = RECV_WQE_HEADER_LEN + core::mem::size_of_val(sges);
+    let slot = slot.get_mut(..len).ok_or(WqeError::Truncated)?;
+    let (head, tail) = slot.split_at_mut(RECV_WQE_HEADER_LEN);
+    let raw = RawRecvWqe {
+        wr_id: U64::new(wr_id),
+        reserved: U32::new(0),
+        padding: U32::new(0),
+        dma: RawDmaInfo {
+            length: U32::new(length),
+            resid: U32::new(length),
+            cur_sge: U32::new(0),
+            num_sge: U32::new(num_sge),
+            sge_offset: U32::new(0),
+            reserved: U32::new(0),
+        },
+    };
+    head.copy_from_slice(raw.as_bytes());
+    tail.copy_from_slice(sges.as_bytes());
+    Ok(len)
+}
+
+/// Returns the work request ID and raw opcode of the send WQE in `slot`, unvalidated: what a
+/// flush reports for a request it never executes.
+pub fn send_wqe_id(slot: &[u8]) -> Result<(u64, u32), WqeError> {
+    let (raw, _) = RawSendWqe::ref_from_prefix(slot).map_err(|_| WqeError::Truncated)?;
+    Ok((raw.wr_id.get(), raw.opcode.get()))
+}
+
+/// Returns the work request ID of the receive WQE in `slot`, unvalidated.
+pub fn recv_wqe_id(slot: &[u8]) -> Result<u64, WqeError> {
+    let (raw, _) = RawRecvWqe::ref_from_prefix(slot).map_err(|_| WqeError::Truncated)?;
+    Ok(raw.wr_id.get())
 }

@@ -1,0 +1,923 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * KUnit tests of an RXE device (Soft-RoCE) through kernel verbs, the API
+ * kernel ULPs use. The same suite runs against the C driver rdma_rxe and
+ * the Rust driver rdma_rxe_rust: both register driver id RDMA_DRIVER_RXE.
+ *
+ * Load with "modprobe rxe_kverbs_test dev=rxe0" once the device exists; the
+ * suite runs at load time, its results are in
+ * /sys/kernel/debug/kunit/rxe_kverbs/results.
+ *
+ * Every object a case creates is released by a KUnit deferred action, so
+ * a failed assertion cleans up too; a last action compares the device's
+ * restrack counts with those before the case, which catches leaks.
+ */
+
+#include <kunit/test.h>
+#include <kunit/resource.h>
+#include <linux/delay.h>
+#include <linux/dma-mapping.h>
+#include <linux/jiffies.h>
+#include <linux/module.h>
+#include <linux/mutex.h>
+#include <linux/netdevice.h>
+#include <linux/scatterlist.h>
+#include <linux/slab.h>
+#include <rdma/ib_cache.h>
+#include <rdma/ib_verbs.h>
+#include <rdma/restrack.h>
+
+static char *rxe_kverbs_dev = "rxe0";
+module_param_named(dev, rxe_kverbs_dev, charp, 0444);
+MODULE_PARM_DESC(dev, "name of the RDMA device to test (driver rxe)");
+
+/* The C driver flushes from a work item: wait this long for completions. */
+#define KV_WAIT_MS	2000
+#define KV_PORT		1
+#define KV_BUF_LEN	256
+
+struct kv_ctx {
+	struct kunit *test;
+	struct ib_device *dev;
+	int res_count[RDMA_RESTRACK_MAX];
+};
+
+static struct kv_ctx *kv_ctx(struct kunit *test)
+{
+	return test->priv;
+}
+
+/* A failing assertion, not a NULL dereference, when an op is missing. */
+#define KV_NEED_OP(test, ibdev, op)				\
+	KUNIT_ASSERT_TRUE_MSG(test, !!(ibdev)->ops.op,		\
+			      "%s has no ib_device_ops." #op,	\
+			      dev_name(&(ibdev)->dev))
+
+/* Device lookup: ib_device_get_by_name() is not exported, a client is. */
+
+static DEFINE_MUTEX(kv_lookup_lock);
+static struct ib_device *kv_found;
+
+static int kv_client_add(struct ib_device *ibdev)
+{
+	if (!kv_found && ibdev->ops.driver_id == RDMA_DRIVER_RXE &&
+	    !strcmp(dev_name(&ibdev->dev), rxe_kverbs_dev) &&
+	    ib_device_try_get(ibdev))
+		kv_found = ibdev;
+	/* Nothing to keep per device: an error means no remove() call. */
+	return -EOPNOTSUPP;
+}
+
+static struct ib_client kv_client = {
+	.name = "rxe_kverbs_test",
+	.add = kv_client_add,
+	/* See the device even if it lacks mandatory kverbs (Rust, for now). */
+	.no_kverbs_req = true,
+};
+
+/* Returns the device with a registration reference held, or NULL. */
+static struct ib_device *kv_get_device(void)
+{
+	struct ib_device *ibdev;
+
+	mutex_lock(&kv_lookup_lock);
+	kv_found = NULL;
+	if (!ib_register_client(&kv_client))
+		ib_unregister_client(&kv_client);
+	ibdev = kv_found;
+	kv_found = NULL;
+	mutex_unlock(&kv_lookup_lock);
+	return ibdev;
+}
+
+KUNIT_DEFINE_ACTION_WRAPPER(kv_put_device, ib_device_put, struct ib_device *);
+
+static const enum rdma_restrack_type kv_tracked[] = {
+	RDMA_RESTRACK_PD, RDMA_RESTRACK_CQ, RDMA_RESTRACK_QP,
+	RDMA_RESTRACK_MR, RDMA_RESTRACK_SRQ,
+};
+
+static const char *const kv_tracked_name[] = {
+	[RDMA_RESTRACK_PD] = "PD", [RDMA_RESTRACK_CQ] = "CQ",
+	[RDMA_RESTRACK_QP] = "QP", [RDMA_RESTRACK_MR] = "MR",
+	[RDMA_RESTRACK_SRQ] = "SRQ",
+};
+
+/* Runs last (registered first): every object of the case is gone by now. */
+static void kv_check_leaks(void *data)
+{
+	struct kv_ctx *ctx = data;
+	int i;
+
+	for (i = 0; i < ARRAY_SIZE(kv_tracked); i++) {
+		enum rdma_restrack_type t = kv_tracked[i];
+
+		KUNIT_EXPECT_EQ_MSG(ctx->test,
+				    rdma_restrack_count(ctx->dev, t, false),
+				    ctx->res_count[t], "%s leaked",
+				    kv_tracked_name[t]);
+	}
+}
+
+static int kv_init(struct kunit *test)
+{
+	struct kv_ctx *ctx;
+	int i;
+
+	ctx = kunit_kzalloc(test, sizeof(*ctx), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, ctx);
+	ctx->test = test;
+	ctx->dev = kv_get_device();
+	KUNIT_ASSERT_NOT_NULL_MSG(test, ctx->dev,
+				  "no RDMA device '%s' of driver rxe: load rdma_rxe or rdma_rxe_rust, then 'rdma link add %s type rxe netdev IF'",
+				  rxe_kverbs_dev, rxe_kverbs_dev);
+	KUNIT_ASSERT_EQ(test, 0,
+			kunit_add_action_or_reset(test, kv_put_device,
+						  ctx->dev));
+	for (i = 0; i < ARRAY_SIZE(kv_tracked); i++)
+		ctx->res_count[kv_tracked[i]] =
+			rdma_restrack_count(ctx->dev, kv_tracked[i], false);
+	KUNIT_ASSERT_EQ(test, 0,
+			kunit_add_action_or_reset(test, kv_check_leaks, ctx));
+	test->priv = ctx;
+	return 0;
+}
+
+/* Object helpers: each registers the matching release as a deferred action. */
+
+KUNIT_DEFINE_ACTION_WRAPPER(kv_pd_release, ib_dealloc_pd, struct ib_pd *);
+
+static struct ib_pd *kv_alloc_pd(struct kunit *test, unsigned int flags)
+{
+	struct ib_device *ibdev = kv_ctx(test)->dev;
+	struct ib_pd *pd;
+
+	KV_NEED_OP(test, ibdev, alloc_pd);
+	KV_NEED_OP(test, ibdev, dealloc_pd);
+	/* rxe has no local DMA lkey: the core asks the driver for a DMA MR. */
+	KV_NEED_OP(test, ibdev, get_dma_mr);
+	KV_NEED_OP(test, ibdev, dereg_mr);
+	pd = ib_alloc_pd(ibdev, flags);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, pd);
+	KUNIT_ASSERT_EQ(test, 0,
+			kunit_add_action_or_reset(test, kv_pd_release, pd));
+	return pd;
+}
+
+KUNIT_DEFINE_ACTION_WRAPPER(kv_free_cq, ib_free_cq, struct ib_cq *);
+KUNIT_DEFINE_ACTION_WRAPPER(kv_destroy_cq, ib_destroy_cq, struct ib_cq *);
+
+/* New API, polled by the caller. */
+static struct ib_cq *kv_alloc_cq(struct kunit *test, int nr_cqe)
+{
+	struct ib_device *ibdev = kv_ctx(test)->dev;
+	struct ib_cq *cq;
+
+	KV_NEED_OP(test, ibdev, create_cq);
+	KV_NEED_OP(test, ibdev, destroy_cq);
+	KV_NEED_OP(test, ibdev, poll_cq);
+	cq = ib_alloc_cq(ibdev, NULL, nr_cqe, 0, IB_POLL_DIRECT);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, cq);
+	KUNIT_ASSERT_EQ(test, 0,
+			kunit_add_action_or_reset(test, kv_free_cq, cq));
+	return cq;
+}
+
+/* Old API, with the caller's completion handler. */
+static struct ib_cq *kv_create_cq(struct kunit *test, ib_comp_handler handler,
+				  void *cq_context, int nr_cqe)
+{
+	struct ib_device *ibdev = kv_ctx(test)->dev;
+	struct ib_cq_init_attr attr = { .cqe = nr_cqe };
+	struct ib_cq *cq;
+
+	KV_NEED_OP(test, ibdev, create_cq);
+	KV_NEED_OP(test, ibdev, destroy_cq);
+	KV_NEED_OP(test, ibdev, poll_cq);
+	KV_NEED_OP(test, ibdev, req_notify_cq);
+	cq = ib_create_cq(ibdev, handler, NULL, cq_context, &attr);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, cq);
+	KUNIT_ASSERT_EQ(test, 0,
+			kunit_add_action_or_reset(test, kv_destroy_cq, cq));
+	return cq;
+}
+
+static void kv_qp_release(void *qp)
+{
+	ib_destroy_qp(qp);
+}
+
+/* RC QP with the caps of the brief; init->cap holds what the driver gave. */
+static struct ib_qp *kv_create_rc_qp(struct kunit *test, struct ib_pd *pd,
+				     struct ib_cq *cq,
+				     struct ib_qp_init_attr *init)
+{
+	struct ib_device *ibdev = kv_ctx(test)->dev;
+	struct ib_qp *qp;
+
+	KV_NEED_OP(test, ibdev, modify_qp);
+	KV_NEED_OP(test, ibdev, destroy_qp);
+	memset(init, 0, sizeof(*init));
+	init->qp_type = IB_QPT_RC;
+	init->sq_sig_type = IB_SIGNAL_ALL_WR;
+	init->send_cq = cq;
+	init->recv_cq = cq;
+	init->cap.max_send_wr = 8;
+	init->cap.max_recv_wr = 8;
+	init->cap.max_send_sge = 2;
+	init->cap.max_recv_sge = 2;
+	qp = ib_create_qp(pd, init);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, qp);
+	KUNIT_ASSERT_EQ(test, 0,
+			kunit_add_action_or_reset(test, kv_qp_release, qp));
+	return qp;
+}
+
+/* Destroys now, checking the result; the deferred action is dropped. */
+static void kv_destroy_qp(struct kunit *test, struct ib_qp *qp)
+{
+	kunit_remove_action(test, kv_qp_release, qp);
+	KUNIT_EXPECT_EQ(test, ib_destroy_qp(qp), 0);
+}
+
+static int kv_modify_state(struct ib_qp *qp, enum ib_qp_state state)
+{
+	struct ib_qp_attr attr = { .qp_state = state };
+
+	return ib_modify_qp(qp, &attr, IB_QP_STATE);
+}
+
+static void kv_to_init(struct kunit *test, struct ib_qp *qp)
+{
+	struct ib_qp_attr attr = {
+		.qp_state = IB_QPS_INIT,
+		.pkey_index = 0,
+		.port_num = KV_PORT,
+		.qp_access_flags = IB_ACCESS_REMOTE_WRITE |
+				   IB_ACCESS_REMOTE_READ,
+	};
+
+	KUNIT_ASSERT_EQ(test, ib_modify_qp(qp, &attr, IB_QP_STATE |
+					   IB_QP_PKEY_INDEX | IB_QP_PORT |
+					   IB_QP_ACCESS_FLAGS), 0);
+}
+
+struct kv_buf {
+	struct ib_device *dev;
+	void *cpu;
+	u64 dma;
+	size_t len;
+};
+
+static void kv_buf_release(void *data)
+{
+	struct kv_buf *buf = data;
+
+	ib_dma_unmap_single(buf->dev, buf->dma, buf->len, DMA_FROM_DEVICE);
+	kfree(buf->cpu);
+}
+
+/* A receive buffer, mapped for the device. */
+static struct kv_buf *kv_alloc_buf(struct kunit *test, size_t len)
+{
+	struct ib_device *ibdev = kv_ctx(test)->dev;
+	struct kv_buf *buf;
+
+	buf = kunit_kzalloc(test, sizeof(*buf), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, buf);
+	buf->dev = ibdev;
+	buf->len = len;
+	buf->cpu = kzalloc(len, GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, buf->cpu);
+	buf->dma = ib_dma_map_single(ibdev, buf->cpu, len, DMA_FROM_DEVICE);
+	if (ib_dma_mapping_error(ibdev, buf->dma)) {
+		kfree(buf->cpu);
+		KUNIT_FAIL_AND_ABORT(test, "ib_dma_map_single failed");
+	}
+	KUNIT_ASSERT_EQ(test, 0,
+			kunit_add_action_or_reset(test, kv_buf_release, buf));
+	return buf;
+}
+
+/*
+ * Fills @n receive WRs, chained, with wr_id first_id, first_id + 1, ...,
+ * each with one SGE over its own slice of @buf.
+ */
+static void kv_fill_recv(struct ib_recv_wr *wr, struct ib_sge *sge, int n,
+			 u64 first_id, struct kv_buf *buf, u32 lkey)
+{
+	size_t slice = buf->len / n;
+	int i;
+
+	for (i = 0; i < n; i++) {
+		sge[i].addr = buf->dma + i * slice;
+		sge[i].length = slice;
+		sge[i].lkey = lkey;
+		wr[i].wr_id = first_id + i;
+		wr[i].sg_list = &sge[i];
+		wr[i].num_sge = 1;
+		wr[i].next = i + 1 < n ? &wr[i + 1] : NULL;
+	}
+}
+
+/*
+ * Polls until @want completions arrived or KV_WAIT_MS passed; returns the
+ * number polled. Then checks that nothing more is pending.
+ */
+static int kv_poll_wait(struct kunit *test, struct ib_cq *cq, struct ib_wc *wc,
+			int want, unsigned int *elapsed_ms)
+{
+	unsigned long start = jiffies;
+	unsigned long deadline = start + msecs_to_jiffies(KV_WAIT_MS);
+	struct ib_wc extra;
+	int got = 0, n;
+
+	for (;;) {
+		n = ib_poll_cq(cq, want - got, wc + got);
+		KUNIT_ASSERT_GE_MSG(test, n, 0, "ib_poll_cq failed");
+		got += n;
+		if (got >= want || time_after(jiffies, deadline))
+			break;
+		msleep(20);
+	}
+	if (elapsed_ms)
+		*elapsed_ms = jiffies_to_msecs(jiffies - start);
+	KUNIT_EXPECT_EQ_MSG(test, ib_poll_cq(cq, 1, &extra), 0,
+			    "more completions than the %d expected", want);
+	return got;
+}
+
+/* Checks @n flush completions of @qp with wr_id first_id, first_id + 1, ... */
+static void kv_expect_flushed(struct kunit *test, struct ib_wc *wc, int n,
+			      struct ib_qp *qp, u64 first_id)
+{
+	int i;
+
+	for (i = 0; i < n; i++) {
+		KUNIT_EXPECT_EQ_MSG(test, wc[i].wr_id, first_id + i,
+				    "completion %d out of order", i);
+		KUNIT_EXPECT_EQ_MSG(test, wc[i].status, IB_WC_WR_FLUSH_ERR,
+				    "completion %d: %s", i,
+				    ib_wc_status_msg(wc[i].status));
+		KUNIT_EXPECT_PTR_EQ(test, wc[i].qp, qp);
+	}
+}
+
+/* pd_and_dma_mr: the core gets the PD's DMA MR from the driver. */
+static void pd_and_dma_mr(struct kunit *test)
+{
+	struct ib_device *ibdev = kv_ctx(test)->dev;
+	struct ib_pd *pd, *upd;
+
+	/* What makes the core call get_dma_mr; the C driver does not set it. */
+	KUNIT_ASSERT_FALSE(test, ibdev->attrs.kernel_cap_flags &
+			   IBK_LOCAL_DMA_LKEY);
+
+	pd = kv_alloc_pd(test, 0);
+	KUNIT_ASSERT_NOT_NULL(test, pd->__internal_mr);
+	KUNIT_EXPECT_NE(test, pd->local_dma_lkey, 0);
+	KUNIT_EXPECT_EQ(test, pd->local_dma_lkey, pd->__internal_mr->lkey);
+	KUNIT_EXPECT_EQ(test, pd->__internal_mr->type, IB_MR_TYPE_DMA);
+	KUNIT_EXPECT_PTR_EQ(test, pd->__internal_mr->pd, pd);
+	KUNIT_EXPECT_EQ(test, pd->unsafe_global_rkey, 0);
+
+	upd = kv_alloc_pd(test, IB_PD_UNSAFE_GLOBAL_RKEY);
+	KUNIT_ASSERT_NOT_NULL(test, upd->__internal_mr);
+	KUNIT_EXPECT_NE(test, upd->local_dma_lkey, 0);
+	KUNIT_EXPECT_NE(test, upd->unsafe_global_rkey, 0);
+	KUNIT_EXPECT_EQ(test, upd->unsafe_global_rkey,
+			upd->__internal_mr->rkey);
+	/* Two DMA MRs: two different keys. */
+	KUNIT_EXPECT_NE(test, upd->local_dma_lkey, pd->local_dma_lkey);
+	/* restrack sees kernel PDs: the leak check is not blind. */
+	KUNIT_EXPECT_EQ(test,
+			rdma_restrack_count(ibdev, RDMA_RESTRACK_PD, false),
+			kv_ctx(test)->res_count[RDMA_RESTRACK_PD] + 2);
+}
+
+static void kv_count_comp(struct ib_cq *cq, void *cq_context)
+{
+	atomic_inc(cq_context);
+}
+
+/* cq_create_and_poll_empty: both CQ APIs, an empty CQ, a too big CQ. */
+static void cq_create_and_poll_empty(struct kunit *test)
+{
+	struct ib_device *ibdev = kv_ctx(test)->dev;
+	struct ib_cq_init_attr big = { .cqe = ibdev->attrs.max_cqe + 1 };
+	struct ib_wc wc[4];
+	atomic_t *calls;
+	struct ib_cq *cq;
+
+	cq = kv_alloc_cq(test, 16);
+	KUNIT_EXPECT_GE(test, cq->cqe, 16);
+	KUNIT_EXPECT_EQ(test, ib_poll_cq(cq, ARRAY_SIZE(wc), wc), 0);
+	KV_NEED_OP(test, ibdev, req_notify_cq);
+	KUNIT_EXPECT_EQ(test, ib_req_notify_cq(cq, IB_CQ_NEXT_COMP |
+					       IB_CQ_REPORT_MISSED_EVENTS), 0);
+	KUNIT_EXPECT_EQ(test, ib_req_notify_cq(cq, IB_CQ_SOLICITED), 0);
+	kunit_release_action(test, kv_free_cq, cq);
+
+	calls = kunit_kzalloc(test, sizeof(*calls), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, calls);
+	cq = kv_create_cq(test, kv_count_comp, calls, 16);
+	KUNIT_EXPECT_GE(test, cq->cqe, 16);
+	KUNIT_EXPECT_PTR_EQ(test, cq->cq_context, (void *)calls);
+	KUNIT_EXPECT_EQ(test, ib_poll_cq(cq, ARRAY_SIZE(wc), wc), 0);
+	KUNIT_EXPECT_EQ(test, ib_req_notify_cq(cq, IB_CQ_NEXT_COMP |
+					       IB_CQ_REPORT_MISSED_EVENTS), 0);
+	kunit_release_action(test, kv_destroy_cq, cq);
+	KUNIT_EXPECT_EQ(test, atomic_read(calls), 0);
+
+	/* More entries than the device allows. */
+	cq = ib_create_cq(ibdev, kv_count_comp, NULL, calls, &big);
+	if (!IS_ERR(cq))
+		ib_destroy_cq(cq);
+	KUNIT_EXPECT_EQ(test, PTR_ERR_OR_ZERO(cq), -EINVAL);
+}
+
+/* rc_qp_states: create, RESET->INIT, an illegal transition, query. */
+static void rc_qp_states(struct kunit *test)
+{
+	struct ib_qp_init_attr init, qinit;
+	struct ib_qp_attr attr;
+	struct ib_cq *cq;
+	struct ib_pd *pd;
+	struct ib_qp *qp;
+
+	pd = kv_alloc_pd(test, 0);
+	cq = kv_alloc_cq(test, 16);
+	qp = kv_create_rc_qp(test, pd, cq, &init);
+	/* QPNs 0 and 1 are the special QPs, rxe starts others at 16. */
+	KUNIT_EXPECT_GE(test, qp->qp_num, 16);
+	KUNIT_EXPECT_EQ(test, qp->qp_type, IB_QPT_RC);
+	KUNIT_EXPECT_GE(test, init.cap.max_send_wr, 8);
+	KUNIT_EXPECT_GE(test, init.cap.max_recv_wr, 8);
+	KUNIT_EXPECT_GE(test, init.cap.max_send_sge, 2);
+	KUNIT_EXPECT_GE(test, init.cap.max_recv_sge, 2);
+
+	memset(&attr, 0, sizeof(attr));
+	KUNIT_ASSERT_EQ(test, ib_query_qp(qp, &attr, IB_QP_STATE, &qinit), 0);
+	KUNIT_EXPECT_EQ(test, attr.qp_state, IB_QPS_RESET);
+
+	kv_to_init(test, qp);
+	/* INIT->RTS skips RTR: IBA 10.3.1 does not allow it. */
+	KUNIT_EXPECT_EQ(test, kv_modify_state(qp, IB_QPS_RTS), -EINVAL);
+	/* Nor INIT->SQD. */
+	KUNIT_EXPECT_EQ(test, kv_modify_state(qp, IB_QPS_SQD), -EINVAL);
+
+	memset(&attr, 0, sizeof(attr));
+	memset(&qinit, 0, sizeof(qinit));
+	KUNIT_ASSERT_EQ(test, ib_query_qp(qp, &attr, IB_QP_STATE |
+					  IB_QP_PKEY_INDEX | IB_QP_PORT |
+					  IB_QP_ACCESS_FLAGS | IB_QP_CAP,
+					  &qinit), 0);
+	KUNIT_EXPECT_EQ(test, attr.qp_state, IB_QPS_INIT);
+	KUNIT_EXPECT_EQ(test, attr.pkey_index, 0);
+	KUNIT_EXPECT_EQ(test, attr.port_num, KV_PORT);
+	KUNIT_EXPECT_EQ(test, attr.qp_access_flags,
+			IB_ACCESS_REMOTE_WRITE | IB_ACCESS_REMOTE_READ);
+	KUNIT_EXPECT_EQ(test, attr.cap.max_send_wr, init.cap.max_send_wr);
+	KUNIT_EXPECT_EQ(test, attr.cap.max_recv_wr, init.cap.max_recv_wr);
+	KUNIT_EXPECT_EQ(test, attr.cap.max_send_sge, init.cap.max_send_sge);
+	KUNIT_EXPECT_EQ(test, attr.cap.max_recv_sge, init.cap.max_recv_sge);
+	KUNIT_EXPECT_EQ(test, qinit.qp_type, IB_QPT_RC);
+	KUNIT_EXPECT_PTR_EQ(test, qinit.send_cq, cq);
+	KUNIT_EXPECT_PTR_EQ(test, qinit.recv_cq, cq);
+	KUNIT_EXPECT_EQ(test, qinit.sq_sig_type, IB_SIGNAL_ALL_WR);
+	KUNIT_EXPECT_EQ(test, qinit.cap.max_recv_wr, init.cap.max_recv_wr);
+
+	/* Any state may go back to RESET. */
+	KUNIT_EXPECT_EQ(test, kv_modify_state(qp, IB_QPS_RESET), 0);
+	memset(&attr, 0, sizeof(attr));
+	KUNIT_ASSERT_EQ(test, ib_query_qp(qp, &attr, IB_QP_STATE, &qinit), 0);
+	KUNIT_EXPECT_EQ(test, attr.qp_state, IB_QPS_RESET);
+
+	kv_destroy_qp(test, qp);
+}
+
+/*
+ * Posts wr_id 1, 2, 3 on an RC QP in INIT over @cq, moves it to ERR and
+ * checks the three flush completions. Returns the time the flush took.
+ */
+static unsigned int kv_post3_and_flush(struct kunit *test, struct ib_pd *pd,
+				       struct ib_cq *cq,
+				       int (*before_err)(struct ib_cq *cq))
+{
+	const struct ib_recv_wr *bad = NULL;
+	struct ib_qp_init_attr init;
+	struct ib_recv_wr wr[3] = {};
+	struct ib_sge sge[3];
+	struct ib_wc wc[3];
+	unsigned int ms;
+	struct kv_buf *buf;
+	struct ib_qp *qp;
+
+	qp = kv_create_rc_qp(test, pd, cq, &init);
+	kv_to_init(test, qp);
+	buf = kv_alloc_buf(test, 3 * KV_BUF_LEN);
+	kv_fill_recv(wr, sge, 3, 1, buf, pd->local_dma_lkey);
+	KUNIT_ASSERT_EQ(test, ib_post_recv(qp, wr, &bad), 0);
+	KUNIT_EXPECT_NULL(test, bad);
+	/* Nothing completes while the QP waits in INIT. */
+	KUNIT_EXPECT_EQ(test, ib_poll_cq(cq, 3, wc), 0);
+	if (before_err)
+		KUNIT_ASSERT_EQ(test, before_err(cq), 0);
+
+	KUNIT_ASSERT_EQ(test, kv_modify_state(qp, IB_QPS_ERR), 0);
+	KUNIT_ASSERT_EQ_MSG(test, kv_poll_wait(test, cq, wc, 3, &ms), 3,
+			    "flush completions within %d ms", KV_WAIT_MS);
+	kv_expect_flushed(test, wc, 3, qp, 1);
+	kv_destroy_qp(test, qp);
+	return ms;
+}
+
+/* recv_flush: a QP entering ERR completes its RQ with flush errors. */
+static void recv_flush(struct kunit *test)
+{
+	struct ib_pd *pd = kv_alloc_pd(test, 0);
+	struct ib_cq *cq = kv_alloc_cq(test, 16);
+
+	KV_NEED_OP(test, kv_ctx(test)->dev, post_recv);
+	kunit_info(test, "flush completions after %u ms\n",
+		   kv_post3_and_flush(test, pd, cq, NULL));
+}
+
+static int kv_arm(struct ib_cq *cq)
+{
+	return ib_req_notify_cq(cq, IB_CQ_NEXT_COMP);
+}
+
+/* comp_handler: an armed CQ calls its handler for the flush completions. */
+static void comp_handler(struct kunit *test)
+{
+	unsigned long deadline;
+	struct ib_pd *pd;
+	struct ib_cq *cq;
+	atomic_t *calls;
+
+	KV_NEED_OP(test, kv_ctx(test)->dev, post_recv);
+	calls = kunit_kzalloc(test, sizeof(*calls), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, calls);
+	pd = kv_alloc_pd(test, 0);
+	cq = kv_create_cq(test, kv_count_comp, calls, 16);
+	kv_post3_and_flush(test, pd, cq, kv_arm);
+	/* The flush polled the three completions: the handler ran before. */
+	deadline = jiffies + msecs_to_jiffies(KV_WAIT_MS);
+	while (!atomic_read(calls) && time_before(jiffies, deadline))
+		msleep(20);
+	KUNIT_EXPECT_GE(test, atomic_read(calls), 1);
+	kunit_info(test, "completion handler called %d times, 3 completions\n",
+		   atomic_read(calls));
+}
+
+/* post_recv_errors: errnos and bad_wr of ib_post_recv. */
+static void post_recv_errors(struct kunit *test)
+{
+	const struct ib_recv_wr *bad;
+	struct ib_qp_init_attr init;
+	struct ib_recv_wr two[2] = {}, *wr;
+	struct ib_sge *sge, *many;
+	struct kv_buf *buf;
+	struct ib_wc *wc;
+	struct ib_pd *pd;
+	struct ib_cq *cq;
+	struct ib_qp *qp;
+	int cap, nsge, i;
+
+	KV_NEED_OP(test, kv_ctx(test)->dev, post_recv);
+	pd = kv_alloc_pd(test, 0);
+	cq = kv_alloc_cq(test, 64);
+	qp = kv_create_rc_qp(test, pd, cq, &init);
+	cap = init.cap.max_recv_wr;
+	nsge = init.cap.max_recv_sge;
+	/* Bounds for the arrays below; rxe gives 15 and 2. */
+	KUNIT_ASSERT_GE(test, cap, 8);
+	KUNIT_ASSERT_LT(test, cap, cq->cqe);
+	KUNIT_ASSERT_GE(test, nsge, 2);
+	KUNIT_ASSERT_LE(test, nsge, 64);
+
+	buf = kv_alloc_buf(test, (cap + 1) * KV_BUF_LEN);
+	wr = kunit_kcalloc(test, cap, sizeof(*wr), GFP_KERNEL);
+	sge = kunit_kcalloc(test, cap, sizeof(*sge), GFP_KERNEL);
+	many = kunit_kcalloc(test, nsge + 1, sizeof(*many), GFP_KERNEL);
+	wc = kunit_kcalloc(test, cap + 1, sizeof(*wc), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, wr);
+	KUNIT_ASSERT_NOT_NULL(test, sge);
+	KUNIT_ASSERT_NOT_NULL(test, many);
+	KUNIT_ASSERT_NOT_NULL(test, wc);
+
+	/* In RESET the RQ takes nothing (IBA C10-97.2.1). */
+	kv_fill_recv(two, sge, 1, 99, buf, pd->local_dma_lkey);
+	bad = NULL;
+	KUNIT_EXPECT_EQ(test, ib_post_recv(qp, two, &bad), -EINVAL);
+	KUNIT_EXPECT_PTR_EQ(test, bad, (const struct ib_recv_wr *)&two[0]);
+
+	kv_to_init(test, qp);
+
+	/* A good WR, then one with a SGE more than the QP allows. */
+	kv_fill_recv(two, sge, 2, 100, buf, pd->local_dma_lkey);
+	for (i = 0; i <= nsge; i++)
+		many[i] = sge[1];
+	two[1].sg_list = many;
+	two[1].num_sge = nsge + 1;
+	bad = NULL;
+	KUNIT_EXPECT_EQ(test, ib_post_recv(qp, two, &bad), -EINVAL);
+	KUNIT_EXPECT_PTR_EQ(test, bad, (const struct ib_recv_wr *)&two[1]);
+
+	/* WR 100 is queued: cap - 1 more fit, the cap-th does not. */
+	kv_fill_recv(wr, sge, cap, 1, buf, pd->local_dma_lkey);
+	bad = NULL;
+	KUNIT_EXPECT_EQ(test, ib_post_recv(qp, wr, &bad), -ENOMEM);
+	KUNIT_EXPECT_PTR_EQ(test, bad, (const struct ib_recv_wr *)&wr[cap - 1]);
+
+	/* The flush shows what was queued: 100, then 1 .. cap - 1. */
+	KUNIT_ASSERT_EQ(test, kv_modify_state(qp, IB_QPS_ERR), 0);
+	KUNIT_ASSERT_EQ(test, kv_poll_wait(test, cq, wc, cap, NULL), cap);
+	kv_expect_flushed(test, wc, 1, qp, 100);
+	kv_expect_flushed(test, wc + 1, cap - 1, qp, 1);
+	kv_destroy_qp(test, qp);
+}
+
+struct kv_sg {
+	struct ib_device *dev;
+	struct scatterlist *sgl;
+	struct page **pages;
+	int n;
+	bool mapped;
+};
+
+static void kv_sg_release(void *data)
+{
+	struct kv_sg *s = data;
+	int i;
+
+	if (s->mapped)
+		ib_dma_unmap_sg(s->dev, s->sgl, s->n, DMA_BIDIRECTIONAL);
+	for (i = 0; i < s->n; i++)
+		if (s->pages[i])
+			__free_page(s->pages[i]);
+}
+
+/* A scatterlist of @n separate pages, DMA-mapped for the device. */
+static struct kv_sg *kv_alloc_sg(struct kunit *test, int n)
+{
+	struct kv_sg *s;
+	int i;
+
+	s = kunit_kzalloc(test, sizeof(*s), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, s);
+	s->dev = kv_ctx(test)->dev;
+	s->n = n;
+	s->sgl = kunit_kcalloc(test, n, sizeof(*s->sgl), GFP_KERNEL);
+	s->pages = kunit_kcalloc(test, n, sizeof(*s->pages), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, s->sgl);
+	KUNIT_ASSERT_NOT_NULL(test, s->pages);
+	KUNIT_ASSERT_EQ(test, 0, kunit_add_action_or_reset(test, kv_sg_release,
+							   s));
+	sg_init_table(s->sgl, n);
+	for (i = 0; i < n; i++) {
+		s->pages[i] = alloc_page(GFP_KERNEL);
+		KUNIT_ASSERT_NOT_NULL(test, s->pages[i]);
+		sg_set_page(&s->sgl[i], s->pages[i], PAGE_SIZE, 0);
+	}
+	KUNIT_ASSERT_EQ(test, ib_dma_map_sg(s->dev, s->sgl, n,
+					    DMA_BIDIRECTIONAL), n);
+	s->mapped = true;
+	return s;
+}
+
+static void kv_mr_release(void *mr)
+{
+	ib_dereg_mr(mr);
+}
+
+/* fast_reg_mr: ib_alloc_mr and ib_map_mr_sg. */
+static void fast_reg_mr(struct kunit *test)
+{
+	struct ib_pd *pd = kv_alloc_pd(test, 0);
+	struct kv_sg *three, *six;
+	struct ib_mr *mr, *gaps;
+
+	mr = ib_alloc_mr(pd, IB_MR_TYPE_MEM_REG, 4);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, mr);
+	KUNIT_ASSERT_EQ(test, 0, kunit_add_action_or_reset(test, kv_mr_release,
+							   mr));
+	KUNIT_EXPECT_NE(test, mr->lkey, 0);
+	KUNIT_EXPECT_NE(test, mr->rkey, 0);
+	/* key = index << 8 | variant; the PD's DMA MR has another index. */
+	KUNIT_EXPECT_NE(test, mr->lkey >> 8, 0);
+	KUNIT_EXPECT_EQ(test, mr->rkey >> 8, mr->lkey >> 8);
+	KUNIT_EXPECT_NE(test, mr->lkey >> 8, pd->local_dma_lkey >> 8);
+	KUNIT_EXPECT_EQ(test, mr->type, IB_MR_TYPE_MEM_REG);
+	KUNIT_EXPECT_PTR_EQ(test, mr->pd, pd);
+
+	/* rxe registers no SG gaps (no IBK_SG_GAPS_REG). */
+	gaps = ib_alloc_mr(pd, IB_MR_TYPE_SG_GAPS, 4);
+	if (!IS_ERR(gaps))
+		ib_dereg_mr(gaps);
+	KUNIT_EXPECT_EQ(test, PTR_ERR_OR_ZERO(gaps), -EINVAL);
+
+	three = kv_alloc_sg(test, 3);
+	KUNIT_EXPECT_EQ(test, ib_map_mr_sg(mr, three->sgl, 3, NULL, PAGE_SIZE),
+			3);
+	KUNIT_EXPECT_EQ(test, mr->iova, sg_dma_address(&three->sgl[0]));
+	KUNIT_EXPECT_EQ(test, mr->length, 3 * PAGE_SIZE);
+	KUNIT_EXPECT_EQ(test, mr->page_size, PAGE_SIZE);
+
+	/* Only as many pages as the MR was allocated for. */
+	six = kv_alloc_sg(test, 6);
+	KUNIT_EXPECT_EQ(test, ib_map_mr_sg(mr, six->sgl, 6, NULL, PAGE_SIZE),
+			4);
+	KUNIT_EXPECT_EQ(test, mr->iova, sg_dma_address(&six->sgl[0]));
+	KUNIT_EXPECT_EQ(test, mr->length, 4 * PAGE_SIZE);
+
+	kunit_remove_action(test, kv_mr_release, mr);
+	KUNIT_EXPECT_EQ(test, ib_dereg_mr(mr), 0);
+}
+
+static void kv_srq_release(void *srq)
+{
+	ib_destroy_srq(srq);
+}
+
+/* srq: create, query, post (good and bad), modify the limit, destroy. */
+static void srq(struct kunit *test)
+{
+	struct ib_device *ibdev = kv_ctx(test)->dev;
+	struct ib_srq_init_attr init = {
+		.attr = { .max_wr = 8, .max_sge = 2 },
+		.srq_type = IB_SRQT_BASIC,
+	};
+	const struct ib_recv_wr *bad;
+	struct ib_recv_wr wr[2] = {};
+	struct ib_srq_attr attr;
+	struct ib_sge sge[2], *many;
+	struct kv_buf *buf;
+	struct ib_srq *shared;
+	struct ib_pd *pd;
+	int i;
+
+	KV_NEED_OP(test, ibdev, destroy_srq);
+	KV_NEED_OP(test, ibdev, post_srq_recv);
+	pd = kv_alloc_pd(test, 0);
+	shared = ib_create_srq(pd, &init);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, shared);
+	KUNIT_ASSERT_EQ(test, 0, kunit_add_action_or_reset(test, kv_srq_release,
+							   shared));
+	KUNIT_EXPECT_GE(test, init.attr.max_wr, 8);
+
+	memset(&attr, 0, sizeof(attr));
+	KUNIT_ASSERT_EQ(test, ib_query_srq(shared, &attr), 0);
+	KUNIT_EXPECT_GE(test, attr.max_wr, 8);
+	KUNIT_EXPECT_EQ(test, attr.max_wr, init.attr.max_wr);
+	KUNIT_EXPECT_GE(test, attr.max_sge, 2);
+	KUNIT_EXPECT_EQ(test, attr.srq_limit, 0);
+	KUNIT_ASSERT_LE(test, attr.max_sge, 64);
+
+	buf = kv_alloc_buf(test, 2 * KV_BUF_LEN);
+	kv_fill_recv(wr, sge, 2, 1, buf, pd->local_dma_lkey);
+	bad = NULL;
+	KUNIT_EXPECT_EQ(test, ib_post_srq_recv(shared, wr, &bad), 0);
+	KUNIT_EXPECT_NULL(test, bad);
+
+	/* One SGE more than the SRQ holds. */
+	many = kunit_kcalloc(test, attr.max_sge + 1, sizeof(*many), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, many);
+	for (i = 0; i <= attr.max_sge; i++)
+		many[i] = sge[0];
+	wr[0].next = NULL;
+	wr[0].sg_list = many;
+	wr[0].num_sge = attr.max_sge + 1;
+	bad = NULL;
+	KUNIT_EXPECT_EQ(test, ib_post_srq_recv(shared, wr, &bad), -EINVAL);
+	KUNIT_EXPECT_PTR_EQ(test, bad, (const struct ib_recv_wr *)&wr[0]);
+
+	attr.srq_limit = 4;
+	KUNIT_EXPECT_EQ(test, ib_modify_srq(shared, &attr, IB_SRQ_LIMIT), 0);
+	memset(&attr, 0, sizeof(attr));
+	KUNIT_ASSERT_EQ(test, ib_query_srq(shared, &attr), 0);
+	KUNIT_EXPECT_EQ(test, attr.srq_limit, 4);
+	/* A limit above the queue's size cannot be reached. */
+	attr.srq_limit = attr.max_wr + 1;
+	KUNIT_EXPECT_EQ(test, ib_modify_srq(shared, &attr, IB_SRQ_LIMIT),
+			-EINVAL);
+
+	kunit_remove_action(test, kv_srq_release, shared);
+	KUNIT_EXPECT_EQ(test, ib_destroy_srq_user(shared, NULL), 0);
+}
+
+/* ah: a RoCE AH to our own GID 0; RoCE requires a GRH. */
+static void ah(struct kunit *test)
+{
+	struct ib_device *ibdev = kv_ctx(test)->dev;
+	struct rdma_ah_attr attr = {}, qattr = {};
+	struct net_device *ndev;
+	union ib_gid gid;
+	struct ib_pd *pd;
+	struct ib_ah *av;
+
+	KV_NEED_OP(test, ibdev, destroy_ah);
+	pd = kv_alloc_pd(test, 0);
+	KUNIT_ASSERT_EQ(test, rdma_query_gid(ibdev, KV_PORT, 0, &gid), 0);
+	ndev = ib_device_get_netdev(ibdev, KV_PORT);
+	KUNIT_ASSERT_NOT_NULL(test, ndev);
+
+	attr.type = RDMA_AH_ATTR_TYPE_ROCE;
+	KUNIT_EXPECT_EQ(test, rdma_ah_find_type(ibdev, KV_PORT),
+			RDMA_AH_ATTR_TYPE_ROCE);
+	rdma_ah_set_port_num(&attr, KV_PORT);
+	rdma_ah_set_grh(&attr, &gid, 0, 0, 1, 0);
+	memcpy(attr.roce.dmac, ndev->dev_addr, ETH_ALEN);
+	dev_put(ndev);
+
+	av = rdma_create_ah(pd, &attr, RDMA_CREATE_AH_SLEEPABLE);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, av);
+	KUNIT_EXPECT_EQ(test, av->type, RDMA_AH_ATTR_TYPE_ROCE);
+	KUNIT_EXPECT_PTR_EQ(test, av->pd, pd);
+	KUNIT_EXPECT_NOT_NULL(test, av->sgid_attr);
+	if (ibdev->ops.query_ah) {
+		KUNIT_EXPECT_EQ(test, rdma_query_ah(av, &qattr), 0);
+		KUNIT_EXPECT_TRUE(test, rdma_ah_get_ah_flags(&qattr) &
+				  IB_AH_GRH);
+		KUNIT_EXPECT_MEMEQ(test, qattr.grh.dgid.raw, gid.raw,
+				   sizeof(gid.raw));
+		KUNIT_EXPECT_EQ(test, qattr.grh.hop_limit, 1);
+	}
+	rdma_destroy_ah(av, RDMA_DESTROY_AH_SLEEPABLE);
+
+	/* Without a GRH: the core refuses a RoCE AH. */
+	attr.ah_flags = 0;
+	av = rdma_create_ah(pd, &attr, RDMA_CREATE_AH_SLEEPABLE);
+	if (!IS_ERR(av))
+		rdma_destroy_ah(av, RDMA_DESTROY_AH_SLEEPABLE);
+	KUNIT_EXPECT_EQ(test, PTR_ERR_OR_ZERO(av), -EINVAL);
+}
+
+/* gsi_qp_exists: the MAD layer opened QP1 on port 1 and moved it to RTS. */
+static void gsi_qp_exists(struct kunit *test)
+{
+	struct ib_device *ibdev = kv_ctx(test)->dev;
+	struct rdma_restrack_entry *res;
+	struct ib_qp_init_attr qinit;
+	struct ib_port_attr pattr;
+	struct ib_qp_attr attr;
+	struct ib_qp *qp;
+
+	KUNIT_ASSERT_EQ(test, ib_query_port(ibdev, KV_PORT, &pattr), 0);
+	KUNIT_EXPECT_EQ(test, pattr.state, IB_PORT_ACTIVE);
+	KUNIT_EXPECT_GE(test, pattr.gid_tbl_len, 1);
+	KUNIT_EXPECT_GE(test, pattr.pkey_tbl_len, 1);
+	KUNIT_EXPECT_TRUE(test, rdma_protocol_roce(ibdev, KV_PORT));
+	KUNIT_ASSERT_TRUE(test, rdma_cap_ib_mad(ibdev, KV_PORT));
+	/* RoCE has no subnet manager: no QP0. */
+	KUNIT_EXPECT_FALSE(test, rdma_cap_ib_smi(ibdev, KV_PORT));
+	KUNIT_ASSERT_TRUE_MSG(test, ibdev->kverbs_provider,
+			      "%s lacks mandatory kverbs: no MAD layer on it",
+			      dev_name(&ibdev->dev));
+
+	/* restrack files GSI QPs under qp_num | port << 24. */
+	res = rdma_restrack_get_byid(ibdev, RDMA_RESTRACK_QP,
+				     1 | KV_PORT << 24);
+	KUNIT_ASSERT_FALSE_MSG(test, IS_ERR(res), "no QP1 on port %d",
+			       KV_PORT);
+	qp = container_of(res, struct ib_qp, res);
+	KUNIT_EXPECT_EQ(test, qp->qp_type, IB_QPT_GSI);
+	KUNIT_EXPECT_EQ(test, qp->qp_num, 1);
+	KUNIT_EXPECT_EQ(test, qp->port, KV_PORT);
+	memset(&attr, 0, sizeof(attr));
+	KUNIT_EXPECT_EQ(test, ib_query_qp(qp, &attr, IB_QP_STATE, &qinit), 0);
+	KUNIT_EXPECT_EQ(test, attr.qp_state, IB_QPS_RTS);
+	rdma_restrack_put(res);
+
+	res = rdma_restrack_get_byid(ibdev, RDMA_RESTRACK_QP, KV_PORT << 24);
+	if (!IS_ERR(res))
+		rdma_restrack_put(res);
+	KUNIT_EXPECT_EQ_MSG(test, PTR_ERR_OR_ZERO(res), -ENOENT,
+			    "RoCE port with a QP0");
+}
+
+static struct kunit_case rxe_kverbs_cases[] = {
+	KUNIT_CASE(pd_and_dma_mr),
+	KUNIT_CASE(cq_create_and_poll_empty),
+	KUNIT_CASE(rc_qp_states),
+	KUNIT_CASE(recv_flush),
+	KUNIT_CASE(comp_handler),
+	KUNIT_CASE(post_recv_errors),
+	KUNIT_CASE(fast_reg_mr),
+	KUNIT_CASE(srq),
+	KUNIT_CASE(ah),
+	KUNIT_CASE(gsi_qp_exists),
+	{}
+};
+
+static struct kunit_suite rxe_kverbs_suite = {
+	.name = "rxe_kverbs",
+	.init = kv_init,
+	.test_cases = rxe_kverbs_cases,
+};
+
+kunit_test_suite(rxe_kverbs_suite);
+
+MODULE_DESCRIPTION("KUnit tests of an rxe RDMA device through kernel verbs");
+MODULE_LICENSE("GPL");
