@@ -18,6 +18,7 @@ pub mod event;
 pub mod link;
 pub mod mmap;
 pub mod object;
+pub mod stats;
 pub mod udata;
 pub mod umem;
 

@@ -35,6 +35,7 @@ use crate::{
             Srq,
             UContext, //
         },
+        stats::StatDesc,
         udata::UData, //
     },
 };
@@ -72,6 +73,9 @@ pub trait Driver: Sized + 'static {
 
     /// The driver's data in each memory region.
     type Mr: Send + Sync;
+
+    /// The names of the port counters, in the order [`Driver::get_hw_stats`] fills them.
+    const HW_STATS: &'static [StatDesc] = &[];
 
     /// The uverbs driver id (`enum rdma_driver_id`), which user-space providers match.
     const DRIVER_ID: bindings::rdma_driver_id;
@@ -276,6 +280,17 @@ pub trait Driver: Sized + 'static {
         build_error!(VTABLE_DEFAULT_ERROR)
     }
 
+    /// Changes the capability flags of `port` (`set` then `clear`), and resets the Q_Key
+    /// violation counter with `IB_PORT_RESET_QKEY_CNTR` in `mask`.
+    fn modify_port(_dev: &Device<Self>, _port: u32, _mask: u32, _set: u32, _clear: u32) -> Result {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Reads the counters of `port` into `values`, one per [`Driver::HW_STATS`] entry.
+    fn get_hw_stats(_dev: &Device<Self>, _port: u32, _values: &mut [u64]) -> Result {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
     /// Finishes registration once clients may use the device: reports the port's state.
     fn enable_driver(_dev: &Device<Self>) -> Result {
         build_error!(VTABLE_DEFAULT_ERROR)
@@ -473,6 +488,21 @@ impl<T: Driver> OpsTable<T> {
         },
         map_mr_sg: if T::HAS_MAP_MR_SG_PAGE {
             Some(Self::map_mr_sg)
+        } else {
+            None
+        },
+        alloc_hw_port_stats: if T::HAS_GET_HW_STATS {
+            Some(Self::alloc_hw_port_stats)
+        } else {
+            None
+        },
+        get_hw_stats: if T::HAS_GET_HW_STATS {
+            Some(Self::get_hw_stats)
+        } else {
+            None
+        },
+        modify_port: if T::HAS_MODIFY_PORT {
+            Some(Self::modify_port)
         } else {
             None
         },
@@ -1356,6 +1386,75 @@ impl<T: Driver> OpsTable<T> {
     unsafe extern "C" fn set_page(ibmr: *mut bindings::ib_mr, addr: u64) -> c_int {
         // SAFETY: `map_mr_sg` passed a live region of ours.
         match T::map_mr_sg_page(unsafe { Mr::<T>::from_raw(ibmr) }, addr) {
+            Ok(()) => 0,
+            Err(e) => e.to_errno(),
+        }
+    }
+
+    /// # Safety
+    ///
+    /// Called by the RDMA core only, with the arguments of this op of `struct ib_device_ops`.
+    unsafe extern "C" fn alloc_hw_port_stats(
+        _ibdev: *mut bindings::ib_device,
+        _port: u32,
+    ) -> *mut bindings::rdma_hw_stats {
+        let Ok(n) = c_int::try_from(T::HW_STATS.len()) else {
+            return core::ptr::null_mut();
+        };
+        // SAFETY: The descriptor table is static; the core frees the result.
+        unsafe {
+            bindings::rdma_alloc_hw_stats_struct(
+                StatDesc::as_raw(T::HW_STATS),
+                n,
+                bindings::RDMA_HW_STATS_DEFAULT_LIFESPAN as crate::ffi::c_ulong,
+            )
+        }
+    }
+
+    /// # Safety
+    ///
+    /// Called by the RDMA core only, with the arguments of this op of `struct ib_device_ops`.
+    unsafe extern "C" fn get_hw_stats(
+        ibdev: *mut bindings::ib_device,
+        stats: *mut bindings::rdma_hw_stats,
+        port: u32,
+        _index: c_int,
+    ) -> c_int {
+        if stats.is_null() || port == 0 {
+            return EINVAL.to_errno();
+        }
+        // SAFETY: `stats` came from `alloc_hw_port_stats`: its values array holds
+        // `num_counters` entries, locked by the core for this call.
+        let values = unsafe {
+            let n = usize::try_from((*stats).num_counters).unwrap_or(0);
+            (*stats).value.as_mut_slice(n)
+        };
+        let n = values.len();
+        // SAFETY: The core reads counters of a registered device of ours.
+        match T::get_hw_stats(unsafe { Self::dev(ibdev) }, port, values) {
+            Ok(()) => n as c_int,
+            Err(e) => e.to_errno(),
+        }
+    }
+
+    /// # Safety
+    ///
+    /// Called by the RDMA core only, with the arguments of this op of `struct ib_device_ops`.
+    unsafe extern "C" fn modify_port(
+        ibdev: *mut bindings::ib_device,
+        port: u32,
+        mask: c_int,
+        modify: *mut bindings::ib_port_modify,
+    ) -> c_int {
+        // SAFETY: The core passes a registered device of ours and a valid request.
+        let (dev, set, clear) = unsafe {
+            (
+                Self::dev(ibdev),
+                (*modify).set_port_cap_mask,
+                (*modify).clr_port_cap_mask,
+            )
+        };
+        match T::modify_port(dev, port, mask as u32, set, clear) {
             Ok(()) => 0,
             Err(e) => e.to_errno(),
         }

@@ -25,9 +25,13 @@ use crate::{
         new_srq_table,
         SrqTable, //
     },
+    stats::Counters,
     Rxe, //
 };
-use core::sync::atomic::AtomicU64;
+use core::sync::atomic::{
+    AtomicU32,
+    AtomicU64, //
+};
 use kernel::{
     net::device::NetDevice,
     prelude::*,
@@ -58,6 +62,12 @@ pub(crate) struct RxeDev {
     /// The system image GUID (network byte order value); starts as `guid`, and
     /// `modify_device` may change it.
     pub(crate) sys_image_guid: AtomicU64,
+    /// The port's capability flags (`IB_PORT_*`), which `modify_port` changes.
+    pub(crate) port_cap_flags: AtomicU32,
+    /// Packets dropped for a bad Q_Key since the last reset (`modify_port`).
+    pub(crate) qkey_violations: AtomicU32,
+    /// The port counters.
+    pub(crate) counters: Counters,
     /// The UDP port 4791 sockets this device keeps open.
     #[pin]
     sockets: Mutex<Option<RoceSockets>>,
@@ -143,6 +153,9 @@ impl RxeDev {
             ndev,
             guid: eui,
             sys_image_guid: AtomicU64::new(guid_be(eui)),
+            port_cap_flags: AtomicU32::new(param::PORT_CAP_FLAGS),
+            qkey_violations: AtomicU32::new(0),
+            counters: Counters::new(),
             sockets <- kernel::new_mutex!(Some(sockets)),
             pds: ObjectLimit::new(param::MAX_PD as u32)?,
             cqs: ObjectLimit::new(param::MAX_CQ as u32)?,

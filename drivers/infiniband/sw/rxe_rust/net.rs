@@ -9,6 +9,7 @@ use crate::{
         RxeDev, //
     },
     param,
+    stats::Counter,
     Rxe, //
 };
 use kernel::{
@@ -125,14 +126,24 @@ pub(crate) struct RxeNetdevEvents;
 impl NetdevNotify for RxeNetdevEvents {
     fn notify(event: NetdevEvent, ndev: &NetDevice) {
         // Port state and MTU are read from the netdevice on each query, and the core turns
-        // up/down into port events; only the netdevice's departure needs us.
-        if event != NetdevEvent::Unregister {
-            return;
-        }
-        if let Some(rxe) = rxe_by_netdev(ndev) {
-            // The namespace may go right after this: close our sockets in it now.
-            rxe.release_sockets();
-            rxe.unregister_queued();
+        // up/down into port events; we count the port going down, and follow the
+        // netdevice's departure.
+        match event {
+            NetdevEvent::Down | NetdevEvent::Change => {
+                if let Some(rxe) = rxe_by_netdev(ndev) {
+                    if !ndev.is_operational() {
+                        rxe.counters.inc(Counter::LinkDowned);
+                    }
+                }
+            }
+            NetdevEvent::Unregister => {
+                if let Some(rxe) = rxe_by_netdev(ndev) {
+                    // The namespace may go right after this: close our sockets in it now.
+                    rxe.release_sockets();
+                    rxe.unregister_queued();
+                }
+            }
+            _ => (),
         }
     }
 }

@@ -38,6 +38,7 @@ mod pd;
 mod qp;
 mod queue;
 mod srq;
+mod stats;
 // The data path (requester, responder, completer) is what uses the protocol core.
 // The protocol core is also the public API of the host test crate, hence `pub` items that this
 // crate does not re-export.

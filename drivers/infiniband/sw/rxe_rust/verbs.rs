@@ -16,6 +16,10 @@ use crate::{
         IbMtu, //
     },
     srq::Srq,
+    stats::{
+        self,
+        Counter, //
+    },
 };
 use core::sync::atomic::Ordering::Relaxed;
 use kernel::{
@@ -47,6 +51,7 @@ use kernel::{
             Wc, //
         },
         object,
+        stats::StatDesc,
         udata::UData, //
     },
 };
@@ -78,6 +83,7 @@ impl Driver for Rxe {
 
     const DRIVER_ID: bindings::rdma_driver_id = bindings::rdma_driver_id_RDMA_DRIVER_RXE;
     const UVERBS_ABI_VERSION: u32 = param::UVERBS_ABI_VERSION;
+    const HW_STATS: &'static [StatDesc] = &stats::NAMES;
 
     fn query_device(dev: &Device<Self>, attr: &mut DeviceAttr, udata: &mut UData<'_>) -> Result {
         udata.check_in_empty()?;
@@ -121,7 +127,8 @@ impl Driver for Rxe {
         attr.max_mtu = IbMtu::Mtu4096.raw();
         attr.active_mtu = ib_mtu_for_netdev_mtu(ndev.mtu()).raw();
         attr.gid_tbl_len = param::PORT_GID_TBL_LEN;
-        attr.port_cap_flags = param::PORT_CAP_FLAGS;
+        attr.port_cap_flags = dev.port_cap_flags.load(Relaxed);
+        attr.qkey_viol_cntr = dev.qkey_violations.load(Relaxed);
         attr.max_msg_sz = param::PORT_MAX_MSG_SZ;
         attr.pkey_tbl_len = param::PORT_PKEY_TBL_LEN;
         attr.max_vl_num = param::PORT_MAX_VL_NUM;
@@ -312,10 +319,35 @@ impl Driver for Rxe {
         mr.map_page(addr)
     }
 
+    fn modify_port(dev: &Device<Self>, port: u32, mask: u32, set: u32, clear: u32) -> Result {
+        check_port(port)?;
+        if mask & !bindings::ib_port_modify_flags_IB_PORT_RESET_QKEY_CNTR != 0 {
+            pr_debug!("unsupported modify_port mask {:#x}\n", mask);
+            return Err(code::eopnotsupp());
+        }
+        // As the C driver: set, then clear, under no lock (the core serialises nothing, but
+        // each update is one atomic operation).
+        dev.port_cap_flags.fetch_or(set, Relaxed);
+        dev.port_cap_flags.fetch_and(!clear, Relaxed);
+        if mask & bindings::ib_port_modify_flags_IB_PORT_RESET_QKEY_CNTR != 0 {
+            dev.qkey_violations.store(0, Relaxed);
+        }
+        Ok(())
+    }
+
     fn enable_driver(dev: &Device<Self>) -> Result {
         // The port's initial state; the core reports later changes of the netdevice itself.
         let ndev = dev.netdev(param::PORT).ok_or(ENODEV)?;
+        if !ndev.is_operational() {
+            dev.counters.inc(Counter::LinkDowned);
+        }
         dev.dispatch_port_state(&ndev);
+        Ok(())
+    }
+
+    fn get_hw_stats(dev: &Device<Self>, port: u32, values: &mut [u64]) -> Result {
+        check_port(port)?;
+        dev.counters.read(values);
         Ok(())
     }
 

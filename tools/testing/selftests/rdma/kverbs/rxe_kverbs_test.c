@@ -24,6 +24,7 @@
 #include <linux/scatterlist.h>
 #include <linux/slab.h>
 #include <rdma/ib_cache.h>
+#include <rdma/ib_mad.h>
 #include <rdma/ib_verbs.h>
 #include <rdma/restrack.h>
 
@@ -897,6 +898,44 @@ static void gsi_qp_exists(struct kunit *test)
 			    "RoCE port with a QP0");
 }
 
+/*
+ * modify_port: capability bits are set and cleared as asked; the only
+ * supported mask bit is the Q_Key violation counter reset.
+ */
+static void modify_port(struct kunit *test)
+{
+	struct ib_device *ibdev = kv_ctx(test)->dev;
+	struct ib_port_modify pm = { .set_port_cap_mask = IB_PORT_SM_DISABLED };
+	struct ib_port_attr pattr;
+	u32 before;
+
+	KUNIT_ASSERT_EQ(test, ib_query_port(ibdev, KV_PORT, &pattr), 0);
+	before = pattr.port_cap_flags;
+	KUNIT_ASSERT_EQ(test, ib_modify_port(ibdev, KV_PORT, 0, &pm), 0);
+	KUNIT_ASSERT_EQ(test, ib_query_port(ibdev, KV_PORT, &pattr), 0);
+	KUNIT_EXPECT_EQ(test, pattr.port_cap_flags,
+			before | IB_PORT_SM_DISABLED);
+
+	pm.set_port_cap_mask = 0;
+	pm.clr_port_cap_mask = IB_PORT_SM_DISABLED;
+	KUNIT_ASSERT_EQ(test, ib_modify_port(ibdev, KV_PORT,
+					     IB_PORT_RESET_QKEY_CNTR, &pm), 0);
+	KUNIT_ASSERT_EQ(test, ib_query_port(ibdev, KV_PORT, &pattr), 0);
+	KUNIT_EXPECT_EQ(test, pattr.port_cap_flags,
+			before & ~IB_PORT_SM_DISABLED);
+	KUNIT_EXPECT_EQ(test, pattr.qkey_viol_cntr, 0);
+
+	/* Restore what other clients (the CM) set. */
+	pm.set_port_cap_mask = before & IB_PORT_SM_DISABLED;
+	pm.clr_port_cap_mask = 0;
+	KUNIT_EXPECT_EQ(test, ib_modify_port(ibdev, KV_PORT, 0, &pm), 0);
+
+	KUNIT_EXPECT_EQ(test, ib_modify_port(ibdev, KV_PORT, IB_PORT_SHUTDOWN,
+					     &pm), -EOPNOTSUPP);
+	KUNIT_EXPECT_EQ(test, ib_modify_port(ibdev, KV_PORT + 1, 0, &pm),
+			-EINVAL);
+}
+
 static struct kunit_case rxe_kverbs_cases[] = {
 	KUNIT_CASE(pd_and_dma_mr),
 	KUNIT_CASE(cq_create_and_poll_empty),
@@ -908,6 +947,7 @@ static struct kunit_case rxe_kverbs_cases[] = {
 	KUNIT_CASE(srq),
 	KUNIT_CASE(ah),
 	KUNIT_CASE(gsi_qp_exists),
+	KUNIT_CASE(modify_port),
 	{}
 };
 
