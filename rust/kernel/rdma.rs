@@ -19,6 +19,7 @@ pub mod link;
 pub mod mmap;
 pub mod object;
 pub mod stats;
+pub mod sysfs;
 pub mod udata;
 pub mod umem;
 

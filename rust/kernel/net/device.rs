@@ -6,6 +6,7 @@
 
 use crate::{
     bindings,
+    error::to_result,
     net::namespace::Namespace,
     prelude::*,
     sync::aref::{
@@ -109,6 +110,20 @@ impl NetDevice {
         // SAFETY: `dev_addr` points to at least `addr_len` bytes.
         unsafe { core::ptr::copy_nonoverlapping((*dev).dev_addr, addr.as_mut_ptr(), 6) };
         Some(addr)
+    }
+
+    /// Adds a multicast link-layer address to the device's filter (`dev_mc_add`).
+    ///
+    /// Addresses are reference counted: each add needs one [`NetDevice::mc_del`].
+    pub fn mc_add(&self, addr: &[u8; 6]) -> Result {
+        // SAFETY: The device is valid; `addr` holds the device's 6-byte address length.
+        to_result(unsafe { bindings::dev_mc_add(self.as_raw(), addr.as_ptr()) })
+    }
+
+    /// Removes a multicast link-layer address added by [`NetDevice::mc_add`] (`dev_mc_del`).
+    pub fn mc_del(&self, addr: &[u8; 6]) -> Result {
+        // SAFETY: The device is valid; `addr` holds 6 bytes.
+        to_result(unsafe { bindings::dev_mc_del(self.as_raw(), addr.as_ptr()) })
     }
 
     /// Returns whether this is an 802.1Q VLAN device.

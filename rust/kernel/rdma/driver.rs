@@ -36,6 +36,7 @@ use crate::{
             UContext, //
         },
         stats::StatDesc,
+        sysfs,
         udata::UData, //
     },
 };
@@ -73,6 +74,10 @@ pub trait Driver: Sized + 'static {
 
     /// The driver's data in each memory region.
     type Mr: Send + Sync;
+
+    /// Whether the device shows the C Soft-RoCE driver's `parent` attribute in sysfs: the
+    /// name of the netdevice behind port 1.
+    const PARENT_ATTRIBUTE: bool = false;
 
     /// The names of the port counters, in the order [`Driver::get_hw_stats`] fills them.
     const HW_STATS: &'static [StatDesc] = &[];
@@ -163,6 +168,23 @@ pub trait Driver: Sized + 'static {
         handle: QpHandle,
         udata: &mut UData<'_>,
     ) -> Result<(impl PinInit<Self::Qp, Error>, u32)>;
+
+    /// Checks that a queue pair may be destroyed now (`EBUSY` while attached to a multicast
+    /// group, say); the core then frees it.
+    fn destroy_qp(_qp: &Qp<Self>) -> Result {
+        Ok(())
+    }
+
+    /// Attaches a UD queue pair to the multicast group `mgid` (the core checked the type and
+    /// that `mgid` is multicast; the LID is unused on RoCE).
+    fn attach_mcast(_qp: &Qp<Self>, _mgid: &[u8; 16]) -> Result {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Detaches a queue pair from the multicast group `mgid`.
+    fn detach_mcast(_qp: &Qp<Self>, _mgid: &[u8; 16]) -> Result {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
 
     /// Posts one receive work request of a kernel consumer to a queue pair.
     fn post_recv(_qp: &Qp<Self>, _wr: &RecvWr<'_>) -> Result {
@@ -424,6 +446,16 @@ impl<T: Driver> OpsTable<T> {
         modify_qp: Some(Self::modify_qp),
         query_qp: Some(Self::query_qp),
         destroy_qp: Some(Self::destroy_qp),
+        attach_mcast: if T::HAS_ATTACH_MCAST {
+            Some(Self::attach_mcast)
+        } else {
+            None
+        },
+        detach_mcast: if T::HAS_ATTACH_MCAST {
+            Some(Self::detach_mcast)
+        } else {
+            None
+        },
         post_send: Some(Self::post_send),
         post_recv: Some(Self::post_recv),
         size_ib_qp: core::mem::size_of::<Qp<T>>(),
@@ -500,6 +532,11 @@ impl<T: Driver> OpsTable<T> {
             Some(Self::get_hw_stats)
         } else {
             None
+        },
+        device_group: if T::PARENT_ATTRIBUTE {
+            sysfs::PARENT_GROUP.as_ptr()
+        } else {
+            core::ptr::null()
         },
         modify_port: if T::HAS_MODIFY_PORT {
             Some(Self::modify_port)
@@ -847,13 +884,50 @@ impl<T: Driver> OpsTable<T> {
         ibqp: *mut bindings::ib_qp,
         _udata: *mut bindings::ib_udata,
     ) -> c_int {
-        // SAFETY: `create_qp` succeeded for this queue pair; the core calls this once. The
-        // handle goes first so that nothing reaches the queue pair through it any more.
+        // SAFETY: `create_qp` succeeded for this queue pair, which stays live until this op
+        // succeeds.
+        if let Err(e) = T::destroy_qp(unsafe { Qp::<T>::from_raw(ibqp) }) {
+            return e.to_errno();
+        }
+        // SAFETY: The core calls this once more only if it failed above. The handle goes first
+        // so that nothing reaches the queue pair through it any more.
         unsafe {
             Qp::<T>::drop_handle(ibqp);
             core::ptr::drop_in_place(Qp::<T>::data_ptr(ibqp));
         }
         0
+    }
+
+    /// # Safety
+    ///
+    /// Called by the RDMA core only, with the arguments of this op of `struct ib_device_ops`.
+    unsafe extern "C" fn attach_mcast(
+        ibqp: *mut bindings::ib_qp,
+        gid: *mut bindings::ib_gid,
+        _lid: u16,
+    ) -> c_int {
+        // SAFETY: The core passes a live queue pair and a GID; every GID is 16 raw bytes.
+        let (qp, mgid) = unsafe { (Qp::<T>::from_raw(ibqp), (*gid).raw) };
+        match T::attach_mcast(qp, &mgid) {
+            Ok(()) => 0,
+            Err(e) => e.to_errno(),
+        }
+    }
+
+    /// # Safety
+    ///
+    /// Called by the RDMA core only, with the arguments of this op of `struct ib_device_ops`.
+    unsafe extern "C" fn detach_mcast(
+        ibqp: *mut bindings::ib_qp,
+        gid: *mut bindings::ib_gid,
+        _lid: u16,
+    ) -> c_int {
+        // SAFETY: The core passes a live queue pair and a GID; every GID is 16 raw bytes.
+        let (qp, mgid) = unsafe { (Qp::<T>::from_raw(ibqp), (*gid).raw) };
+        match T::detach_mcast(qp, &mgid) {
+            Ok(()) => 0,
+            Err(e) => e.to_errno(),
+        }
     }
 
     /// # Safety

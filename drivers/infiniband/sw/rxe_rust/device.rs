@@ -7,6 +7,7 @@ use crate::{
         new_ah_table,
         AhTable, //
     },
+    mcast::McastTable,
     mr::{
         new_mr_table,
         MrTable, //
@@ -68,6 +69,9 @@ pub(crate) struct RxeDev {
     pub(crate) qkey_violations: AtomicU32,
     /// The port counters.
     pub(crate) counters: Counters,
+    /// The multicast groups.
+    #[pin]
+    pub(crate) mcast: Mutex<McastTable>,
     /// The UDP port 4791 sockets this device keeps open.
     #[pin]
     sockets: Mutex<Option<RoceSockets>>,
@@ -156,6 +160,7 @@ impl RxeDev {
             port_cap_flags: AtomicU32::new(param::PORT_CAP_FLAGS),
             qkey_violations: AtomicU32::new(0),
             counters: Counters::new(),
+            mcast <- kernel::new_mutex!(McastTable::new()),
             sockets <- kernel::new_mutex!(Some(sockets)),
             pds: ObjectLimit::new(param::MAX_PD as u32)?,
             cqs: ObjectLimit::new(param::MAX_CQ as u32)?,

@@ -55,6 +55,7 @@ use kernel::{
         device::Device,
         driver::RecvWr,
         event::{
+            QpEvent,
             QpHandle,
             WorkCompletion, //
         },
@@ -208,7 +209,10 @@ impl QpShared {
     /// Completes every queued request with `IB_WC_WR_FLUSH_ERR` (a queue pair in error).
     ///
     /// One request at a time: the completion handler runs without the queue's lock held, so
-    /// it may post again.
+    /// it may post again. If a completion queue overflows (its owner gets `IB_EVENT_CQ_ERR`),
+    /// the rest of that queue is dropped without completions, as the C driver does. A queue
+    /// pair on a shared receive queue reports `IB_EVENT_QP_LAST_WQE_REACHED` instead: no
+    /// further receive WQE will be taken for it.
     fn flush(&self) {
         let qp_num = self.qpn.load(Relaxed);
         let flushed = |wr_id, opcode| WorkCompletion {
@@ -219,35 +223,37 @@ impl QpShared {
             port_num: param::PORT as u8,
             ..Default::default()
         };
+        let mut complete = true;
         loop {
             let mut b = [0u8; param::RECV_WQE_SIZE];
             let popped = match &mut *self.rq.lock() {
                 Some(rq) => rq.consumer.pop(&mut b),
-                None => Ok(false),
+                None => {
+                    self.handle.event(QpEvent::LastWqeReached);
+                    Ok(false)
+                }
             };
             if !matches!(popped, Ok(true)) {
                 break;
             }
-            let wr_id = recv_wqe_id(&b).unwrap_or(0);
-            let wc = flushed(wr_id, bindings::ib_wc_opcode_IB_WC_RECV);
-            if self.recv_cq.post(&wc, &self.handle, false).is_err() {
-                break;
+            if complete {
+                let wr_id = recv_wqe_id(&b).unwrap_or(0);
+                let wc = flushed(wr_id, bindings::ib_wc_opcode_IB_WC_RECV);
+                complete = self.recv_cq.post(&wc, &self.handle, false).is_ok();
             }
         }
+        let mut complete = true;
         loop {
             let mut b = [0u8; param::SEND_WQE_SIZE];
             if !matches!(self.sq.lock().consumer.pop(&mut b), Ok(true)) {
                 break;
             }
-            let (wr_id, op) = send_wqe_id(&b).unwrap_or((0, u32::MAX));
-            // What the C driver reports for an opcode it does not know.
-            let opcode = WrOpcode::from_raw(op).map_or(0xff, |o| o.wc_opcode() as u32);
-            if self
-                .send_cq
-                .post(&flushed(wr_id, opcode), &self.handle, false)
-                .is_err()
-            {
-                break;
+            if complete {
+                let (wr_id, op) = send_wqe_id(&b).unwrap_or((0, u32::MAX));
+                // What the C driver reports for an opcode it does not know.
+                let opcode = WrOpcode::from_raw(op).map_or(0xff, |o| o.wc_opcode() as u32);
+                let wc = flushed(wr_id, opcode);
+                complete = self.send_cq.post(&wc, &self.handle, false).is_ok();
             }
         }
     }
@@ -275,7 +281,9 @@ pub(crate) struct Qp {
     max_recv: Option<(u32, u32)>,
     #[pin]
     state: Mutex<QpState>,
-    _qpn: Index<QpShared>,
+    /// The multicast groups it is attached to: it cannot be destroyed before it leaves them.
+    pub(crate) mcast_groups: AtomicU32,
+    qpn: Index<QpShared>,
     _count: ObjectCount,
 }
 
@@ -419,7 +427,8 @@ impl Qp {
                 max_send,
                 max_recv,
                 state <- new_mutex!(QpState { attr }),
-                _qpn: qpn,
+                mcast_groups: AtomicU32::new(0),
+                qpn,
                 _count: count,
             }),
             number,
@@ -467,6 +476,24 @@ impl Qp {
     /// Posts a kernel consumer's receive request.
     pub(crate) fn post_recv(&self, wr: &RecvWr<'_>) -> Result {
         self.shared.post_recv(wr)
+    }
+
+    /// Returns the QP number.
+    pub(crate) fn number(&self) -> u32 {
+        self.qpn.get()
+    }
+
+    /// Checks that the queue pair may go: not while attached to a multicast group (IBA
+    /// o10-2.2.3).
+    pub(crate) fn check_destroy(&self) -> Result {
+        if self.mcast_groups.load(Relaxed) != 0 {
+            pr_debug!(
+                "QP {} destroyed while attached to multicast groups\n",
+                self.number()
+            );
+            return Err(EBUSY);
+        }
+        Ok(())
     }
 
     /// Reports the attributes and the creation parameters.

@@ -30,6 +30,7 @@ mod icrc;
 #[cfg(CONFIG_KUNIT)]
 mod icrc_vectors;
 mod index;
+mod mcast;
 mod mr;
 mod mw;
 mod net;

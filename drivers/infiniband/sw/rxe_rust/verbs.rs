@@ -6,6 +6,7 @@ use crate::{
     ah::Ah,
     cq::Cq,
     device::RxeDev,
+    mcast,
     mr::Mr,
     mw::Mw,
     param,
@@ -84,6 +85,7 @@ impl Driver for Rxe {
     const DRIVER_ID: bindings::rdma_driver_id = bindings::rdma_driver_id_RDMA_DRIVER_RXE;
     const UVERBS_ABI_VERSION: u32 = param::UVERBS_ABI_VERSION;
     const HW_STATS: &'static [StatDesc] = &stats::NAMES;
+    const PARENT_ATTRIBUTE: bool = true;
 
     fn query_device(dev: &Device<Self>, attr: &mut DeviceAttr, udata: &mut UData<'_>) -> Result {
         udata.check_in_empty()?;
@@ -221,6 +223,18 @@ impl Driver for Rxe {
 
     fn post_recv(qp: &object::Qp<Self>, wr: &RecvWr<'_>) -> Result {
         qp.post_recv(wr)
+    }
+
+    fn destroy_qp(qp: &object::Qp<Self>) -> Result {
+        qp.check_destroy()
+    }
+
+    fn attach_mcast(qp: &object::Qp<Self>, mgid: &[u8; 16]) -> Result {
+        mcast::attach(qp.device(), qp, mgid)
+    }
+
+    fn detach_mcast(qp: &object::Qp<Self>, mgid: &[u8; 16]) -> Result {
+        mcast::detach(qp.device(), qp, mgid)
     }
 
     fn modify_qp(

@@ -3,30 +3,34 @@
 #
 # rdma_rxe_rust reports the same device as the C driver rdma_rxe: the
 # `ibv_devinfo -v` output of both on the same netdevice is equal (node GUID
-# aside), and the active MTU follows the netdevice MTU.
+# aside), so is the sysfs `parent` attribute, and the active MTU follows the
+# netdevice MTU.
 
 source "$(dirname "$0")/rxe_rust_lib.sh"
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"; ip link set eth0 mtu 1500; unload_all' EXIT
 
-# Output of `ibv_devinfo -v` for a device of driver $1 on eth0.
+# Output of `ibv_devinfo -v` and the sysfs parent of a device of driver $1
+# on eth0.
 devinfo_of() {
 	modprobe "$1" &&
 		rdma link add rxe0 type rxe netdev eth0 &&
 		ibv_devinfo -v -d rxe0 | grep -v 'node_guid:' &&
+		echo "parent: $(cat /sys/class/infiniband/rxe0/parent)" &&
 		rdma link del rxe0 &&
 		rmmod "$1"
 }
 
 ktap_print_header
-ktap_set_plan 10
+ktap_set_plan 11
 unload_all
 
 check "ibv_devinfo -v with rdma_rxe (C)" bash -c "$(declare -f devinfo_of); devinfo_of $RXE_C >$tmp/c"
 check "ibv_devinfo -v with rdma_rxe_rust" bash -c "$(declare -f devinfo_of); devinfo_of $RXE_RUST >$tmp/rust"
 check "the output is not empty" grep -q 'max_qp:' "$tmp/rust"
 check "ibv_devinfo -v is equal (node_guid aside)" diff -u "$tmp/c" "$tmp/rust"
+check "sysfs parent is the netdevice, eth0" grep -qx 'parent: eth0' "$tmp/rust"
 
 modprobe $RXE_RUST
 rdma link add rxe0 type rxe netdev eth0

@@ -3,7 +3,7 @@
 #
 # The kernel-verbs KUnit suite rxe_kverbs (module rxe_kverbs_test, built
 # out of tree by scripts/build-test-modules from kverbs/) against each
-# driver in turn: load it, add rxe0 on eth0, load the test module (the
+# driver in turn: load it, add rxe0 on a new veth, load the test module (the
 # suite runs at load time), report each case of the suite as one KTAP line
 # named after the driver, then tear everything down. A suite that runs no
 # case fails, and so does a kernel warning logged during a driver's run.
@@ -14,7 +14,8 @@ source "$(dirname "$0")/rxe_rust_lib.sh"
 SUITE=rxe_kverbs
 TESTMOD=rxe_kverbs_test
 DEV=rxe0
-NETDEV=${NETDEV:-eth0}
+# A fresh veth per driver: the C driver leaves multicast addresses behind.
+NETDEV=kv0
 RESULTS=/sys/kernel/debug/kunit/$SUITE/results
 BAD_LOG='WARNING:|BUG:|Oops|general protection|refcount_t:|list_(add|del) corruption|UBSAN|KASAN|INFO: task .* blocked'
 
@@ -49,11 +50,15 @@ run_driver() {
 	module_loaded $TESTMOD && rmmod $TESTMOD
 	unload_all
 	if ! out=$(modprobe "$drv" 2>&1 &&
+		ip link add "$NETDEV" type veth peer name kv1 2>&1 &&
+		ip link set "$NETDEV" up && ip link set kv1 up &&
 		rdma link add "$DEV" type rxe netdev "$NETDEV" 2>&1 &&
-		wait_for rdma_dev_exists "$DEV" 2>&1); then
+		wait_for rdma_dev_exists "$DEV" 2>&1 &&
+		wait_for bash -c "rdma link show $DEV/1 | grep -q 'state ACTIVE'" 2>&1); then
 		printf '%s\n' "$out" | sed 's/^/# /'
 		ktap_test_fail "$drv: set up $DEV on $NETDEV"
 		unload_all
+		ip link del "$NETDEV" 2>/dev/null
 		return
 	fi
 	if ! out=$(modprobe "$TESTMOD" dev="$DEV" 2>&1); then
@@ -76,8 +81,9 @@ run_driver() {
 	# The module holds no device reference once loaded: these must not hang.
 	check "$drv: rmmod $TESTMOD, rdma link del $DEV, rmmod $drv" \
 		bash -c "! grep -q '^$TESTMOD ' /proc/modules || rmmod $TESTMOD
-			rdma link del $DEV && rmmod $drv"
+			rdma link del $DEV && rmmod $drv && ip link del $NETDEV"
 	unload_all
+	ip link del "$NETDEV" 2>/dev/null
 
 	out=$(log_since "$marker" | grep -E "$BAD_LOG")
 	if [ -n "$out" ]; then

@@ -17,6 +17,7 @@
 #include <kunit/resource.h>
 #include <linux/delay.h>
 #include <linux/dma-mapping.h>
+#include <linux/etherdevice.h>
 #include <linux/jiffies.h>
 #include <linux/module.h>
 #include <linux/mutex.h>
@@ -936,6 +937,232 @@ static void modify_port(struct kunit *test)
 			-EINVAL);
 }
 
+/* Async events seen, by type (enum ib_event_type is below 32). */
+#define KV_NR_EVENTS 32
+
+static void kv_count_event(struct ib_event *ev, void *context)
+{
+	atomic_t *seen = context;
+
+	if (ev->event < KV_NR_EVENTS)
+		atomic_inc(&seen[ev->event]);
+}
+
+static atomic_t *kv_alloc_seen(struct kunit *test)
+{
+	atomic_t *seen = kunit_kcalloc(test, KV_NR_EVENTS, sizeof(*seen),
+				       GFP_KERNEL);
+
+	KUNIT_ASSERT_NOT_NULL(test, seen);
+	return seen;
+}
+
+/* Waits up to KV_WAIT_MS for an event of @type; returns how many came. */
+static int kv_wait_event(atomic_t *seen, enum ib_event_type type)
+{
+	unsigned long deadline = jiffies + msecs_to_jiffies(KV_WAIT_MS);
+
+	while (!atomic_read(&seen[type]) && time_before(jiffies, deadline))
+		msleep(10);
+	return atomic_read(&seen[type]);
+}
+
+/*
+ * cq_overrun: flushing more receives than the CQ holds overruns it: the
+ * owner gets one IB_EVENT_CQ_ERR, the CQ keeps what fitted, and the rest of
+ * the queue is dropped.
+ */
+static void cq_overrun(struct kunit *test)
+{
+	struct ib_device *ibdev = kv_ctx(test)->dev;
+	struct ib_cq_init_attr cattr = { .cqe = 1 };
+	const struct ib_recv_wr *bad = NULL;
+	struct ib_qp_init_attr init;
+	struct ib_recv_wr wr[3] = {};
+	struct ib_sge sge[3];
+	struct ib_wc wc[4];
+	struct kv_buf *buf;
+	atomic_t *seen;
+	struct ib_qp *qp;
+	struct ib_pd *pd;
+	struct ib_cq *cq;
+
+	KV_NEED_OP(test, ibdev, post_recv);
+	seen = kv_alloc_seen(test);
+	pd = kv_alloc_pd(test, 0);
+	cq = ib_create_cq(ibdev, NULL, kv_count_event, seen, &cattr);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, cq);
+	KUNIT_ASSERT_EQ(test, 0,
+			kunit_add_action_or_reset(test, kv_destroy_cq, cq));
+	KUNIT_ASSERT_EQ(test, cq->cqe, 1);
+
+	qp = kv_create_rc_qp(test, pd, cq, &init);
+	kv_to_init(test, qp);
+	buf = kv_alloc_buf(test, 3 * KV_BUF_LEN);
+	kv_fill_recv(wr, sge, 3, 1, buf, pd->local_dma_lkey);
+	KUNIT_ASSERT_EQ(test, ib_post_recv(qp, wr, &bad), 0);
+	KUNIT_ASSERT_EQ(test, kv_modify_state(qp, IB_QPS_ERR), 0);
+
+	KUNIT_EXPECT_EQ(test, kv_wait_event(seen, IB_EVENT_CQ_ERR), 1);
+	KUNIT_ASSERT_EQ(test, ib_poll_cq(cq, 4, wc), 1);
+	kv_expect_flushed(test, wc, 1, qp, 1);
+	/* The dropped requests never complete. */
+	msleep(50);
+	KUNIT_EXPECT_EQ(test, ib_poll_cq(cq, 4, wc), 0);
+	KUNIT_EXPECT_EQ(test, atomic_read(&seen[IB_EVENT_CQ_ERR]), 1);
+	kv_destroy_qp(test, qp);
+}
+
+/*
+ * srq_last_wqe: a QP on an SRQ that enters ERR reports
+ * IB_EVENT_QP_LAST_WQE_REACHED; the SRQ's requests stay for other QPs.
+ */
+static void srq_last_wqe(struct kunit *test)
+{
+	struct ib_device *ibdev = kv_ctx(test)->dev;
+	struct ib_srq_init_attr sinit = {
+		.attr = { .max_wr = 8, .max_sge = 1 },
+		.srq_type = IB_SRQT_BASIC,
+	};
+	const struct ib_recv_wr *bad = NULL;
+	struct ib_qp_init_attr init = {};
+	struct ib_recv_wr wr[2] = {};
+	struct ib_srq *shared;
+	struct ib_sge sge[2];
+	struct kv_buf *buf;
+	struct ib_wc wc[2];
+	atomic_t *seen;
+	struct ib_qp *qp;
+	struct ib_pd *pd;
+	struct ib_cq *cq;
+
+	KV_NEED_OP(test, ibdev, post_srq_recv);
+	seen = kv_alloc_seen(test);
+	pd = kv_alloc_pd(test, 0);
+	cq = kv_alloc_cq(test, 16);
+	shared = ib_create_srq(pd, &sinit);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, shared);
+	KUNIT_ASSERT_EQ(test, 0, kunit_add_action_or_reset(test, kv_srq_release,
+							   shared));
+	buf = kv_alloc_buf(test, 2 * KV_BUF_LEN);
+	kv_fill_recv(wr, sge, 2, 1, buf, pd->local_dma_lkey);
+	KUNIT_ASSERT_EQ(test, ib_post_srq_recv(shared, wr, &bad), 0);
+
+	init.qp_type = IB_QPT_RC;
+	init.sq_sig_type = IB_SIGNAL_ALL_WR;
+	init.send_cq = cq;
+	init.recv_cq = cq;
+	init.srq = shared;
+	init.cap.max_send_wr = 4;
+	init.cap.max_send_sge = 1;
+	init.event_handler = kv_count_event;
+	init.qp_context = seen;
+	qp = ib_create_qp(pd, &init);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, qp);
+	KUNIT_ASSERT_EQ(test, 0,
+			kunit_add_action_or_reset(test, kv_qp_release, qp));
+	kv_to_init(test, qp);
+	KUNIT_EXPECT_EQ(test, atomic_read(&seen[IB_EVENT_QP_LAST_WQE_REACHED]),
+			0);
+	KUNIT_ASSERT_EQ(test, kv_modify_state(qp, IB_QPS_ERR), 0);
+	KUNIT_EXPECT_GE(test,
+			kv_wait_event(seen, IB_EVENT_QP_LAST_WQE_REACHED), 1);
+	/* The SRQ's receives are not the QP's to flush. */
+	KUNIT_EXPECT_EQ(test, ib_poll_cq(cq, 2, wc), 0);
+	kv_destroy_qp(test, qp);
+}
+
+/* Whether the netdevice of port 1 filters for the multicast address @mac. */
+static bool kv_has_mc(struct ib_device *ibdev, const u8 *mac)
+{
+	struct net_device *ndev = ib_device_get_netdev(ibdev, KV_PORT);
+	struct netdev_hw_addr *ha;
+	bool found = false;
+
+	if (!ndev)
+		return false;
+	netif_addr_lock_bh(ndev);
+	netdev_for_each_mc_addr(ha, ndev)
+		if (ether_addr_equal(ha->addr, mac))
+			found = true;
+	netif_addr_unlock_bh(ndev);
+	dev_put(ndev);
+	return found;
+}
+
+/*
+ * mcast: a UD QP joins and leaves a group; the group's Ethernet address
+ * (33:33 + the GID's last 4 bytes) is filtered while the group exists, and
+ * the QP cannot be destroyed while attached.
+ */
+static void mcast(struct kunit *test)
+{
+	static const u8 mac[ETH_ALEN] = { 0x33, 0x33, 0x00, 0x00, 0x12, 0x34 };
+	struct ib_device *ibdev = kv_ctx(test)->dev;
+	union ib_gid mgid = { .raw = { 0xff, 0x0e, [14] = 0x12, [15] = 0x34 } };
+	union ib_gid ucast = { .raw = { 0xfe, 0x80, [15] = 1 } };
+	struct ib_qp_init_attr init = {};
+	struct ib_qp *qp, *qp2, *rc;
+	struct ib_pd *pd;
+	struct ib_cq *cq;
+
+	KV_NEED_OP(test, ibdev, attach_mcast);
+	KV_NEED_OP(test, ibdev, detach_mcast);
+	pd = kv_alloc_pd(test, 0);
+	cq = kv_alloc_cq(test, 16);
+	init.qp_type = IB_QPT_UD;
+	init.sq_sig_type = IB_SIGNAL_ALL_WR;
+	init.send_cq = cq;
+	init.recv_cq = cq;
+	init.cap.max_send_wr = 4;
+	init.cap.max_recv_wr = 4;
+	init.cap.max_send_sge = 1;
+	init.cap.max_recv_sge = 1;
+	qp = ib_create_qp(pd, &init);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, qp);
+	KUNIT_ASSERT_EQ(test, 0,
+			kunit_add_action_or_reset(test, kv_qp_release, qp));
+	qp2 = ib_create_qp(pd, &init);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, qp2);
+	KUNIT_ASSERT_EQ(test, 0,
+			kunit_add_action_or_reset(test, kv_qp_release, qp2));
+
+	KUNIT_EXPECT_FALSE(test, kv_has_mc(ibdev, mac));
+	KUNIT_ASSERT_EQ(test, ib_attach_mcast(qp, &mgid, 0), 0);
+	KUNIT_EXPECT_TRUE(test, kv_has_mc(ibdev, mac));
+	/*
+	 * (Attaching a QP twice succeeds in both drivers, but the core counts
+	 * each attach in qp->usecnt and the drivers need one detach: the QP
+	 * could then never be destroyed. Not exercised.)
+	 */
+	KUNIT_EXPECT_EQ(test, ib_attach_mcast(qp2, &mgid, 0), 0);
+	/* Not multicast: the core refuses it. */
+	KUNIT_EXPECT_EQ(test, ib_attach_mcast(qp, &ucast, 0), -EINVAL);
+
+	KUNIT_EXPECT_EQ(test, ib_destroy_qp(qp), -EBUSY);
+
+	KUNIT_EXPECT_EQ(test, ib_detach_mcast(qp, &mgid, 0), 0);
+	/* The group stays while qp2 is in it. */
+	KUNIT_EXPECT_TRUE(test, kv_has_mc(ibdev, mac));
+	KUNIT_EXPECT_EQ(test, ib_detach_mcast(qp, &mgid, 0), -EINVAL);
+	KUNIT_EXPECT_EQ(test, ib_detach_mcast(qp2, &mgid, 0), 0);
+	/*
+	 * The last QP takes the group and its address along. The C driver
+	 * leaves the address in the netdevice's filter (its __rxe_destroy_mcg
+	 * never calls dev_mc_del): checked for the others only.
+	 */
+	if (strcmp(module_name(ibdev->ops.owner), "rdma_rxe"))
+		KUNIT_EXPECT_FALSE(test, kv_has_mc(ibdev, mac));
+	KUNIT_EXPECT_EQ(test, ib_detach_mcast(qp2, &mgid, 0), -EINVAL);
+
+	kv_destroy_qp(test, qp);
+	kv_destroy_qp(test, qp2);
+
+	/* Only UD QPs join groups (checked by the core). */
+	rc = kv_create_rc_qp(test, pd, cq, &init);
+	KUNIT_EXPECT_EQ(test, ib_attach_mcast(rc, &mgid, 0), -EINVAL);
+}
+
 static struct kunit_case rxe_kverbs_cases[] = {
 	KUNIT_CASE(pd_and_dma_mr),
 	KUNIT_CASE(cq_create_and_poll_empty),
@@ -948,6 +1175,9 @@ static struct kunit_case rxe_kverbs_cases[] = {
 	KUNIT_CASE(ah),
 	KUNIT_CASE(gsi_qp_exists),
 	KUNIT_CASE(modify_port),
+	KUNIT_CASE(mcast),
+	KUNIT_CASE(cq_overrun),
+	KUNIT_CASE(srq_last_wqe),
 	{}
 };
 
