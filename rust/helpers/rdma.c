@@ -39,3 +39,8 @@ rust_helper_uverbs_attr_bundle_driver_udata(struct uverbs_attr_bundle *attrs)
 }
 
 #endif
+
+__rust_helper struct page *rust_helper_sg_page(struct scatterlist *sg)
+{
+	return sg_page(sg);
+}

@@ -186,6 +186,17 @@ pub trait Driver: Sized + 'static {
         build_error!(VTABLE_DEFAULT_ERROR)
     }
 
+    /// Posts one send work request of a kernel consumer to a queue pair.
+    fn post_send(_qp: &Qp<Self>, _wr: &SendWr<'_, Self>) -> Result {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Rings the send doorbell of a user queue pair (`post_send` with no work request): its
+    /// process produced WQEs into the mapped send queue.
+    fn post_send_doorbell(_qp: &Qp<Self>) -> Result {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
     /// Posts one receive work request of a kernel consumer to a queue pair.
     fn post_recv(_qp: &Qp<Self>, _wr: &RecvWr<'_>) -> Result {
         build_error!(VTABLE_DEFAULT_ERROR)
@@ -340,6 +351,161 @@ pub struct CqInitAttr {
     pub comp_vector: u32,
     /// `IB_UVERBS_CQ_FLAGS_*` creation flags.
     pub flags: u32,
+}
+
+/// A send work request of a kernel consumer (`struct ib_send_wr` and the structure around it
+/// that its opcode and the queue pair's type select).
+pub struct SendWr<'a, T: Driver> {
+    /// The consumer's id for the request (or its `struct ib_cqe` address).
+    pub wr_id: u64,
+    /// `enum ib_wr_opcode`.
+    pub opcode: u32,
+    /// `IB_SEND_*` flags.
+    pub send_flags: u32,
+    /// Immediate data (network order) or the R_Key to invalidate.
+    pub ex: u32,
+    /// The local buffers.
+    pub sges: &'a [bindings::ib_sge],
+    /// What the opcode adds.
+    pub detail: SendWrDetail<'a, T>,
+}
+
+/// The opcode-specific part of a [`SendWr`].
+pub enum SendWrDetail<'a, T: Driver> {
+    /// Nothing more (a SEND on a connected queue pair, a local invalidate).
+    None,
+    /// RDMA READ or WRITE (`struct ib_rdma_wr`).
+    Rdma {
+        /// Remote virtual address.
+        remote_addr: u64,
+        /// Remote key.
+        rkey: u32,
+    },
+    /// Compare-and-swap or fetch-and-add (`struct ib_atomic_wr`).
+    Atomic {
+        /// Remote virtual address.
+        remote_addr: u64,
+        /// Value to compare with, or to add.
+        compare_add: u64,
+        /// Value to swap in.
+        swap: u64,
+        /// Remote key.
+        rkey: u32,
+    },
+    /// A datagram (`struct ib_ud_wr`).
+    Ud {
+        /// The destination's address handle.
+        ah: &'a Ah<T>,
+        /// The destination queue pair.
+        remote_qpn: u32,
+        /// Its Q_Key.
+        remote_qkey: u32,
+    },
+    /// Fast registration of a region's mapped pages (`struct ib_reg_wr`).
+    Reg {
+        /// The region.
+        mr: &'a Mr<T>,
+        /// Its new key.
+        key: u32,
+        /// Its new access rights.
+        access: u32,
+    },
+}
+
+impl<'a, T: Driver> SendWr<'a, T> {
+    /// Reads the request at `wr` posted to `ibqp`.
+    ///
+    /// # Safety
+    ///
+    /// `wr` must be a valid request of the core's caller and `ibqp` a live queue pair of
+    /// driver `T`, both for `'a`.
+    unsafe fn from_raw(wr: &'a bindings::ib_send_wr, ibqp: *mut bindings::ib_qp) -> Result<Self> {
+        let n = usize::try_from(wr.num_sge).map_err(|_| EINVAL)?;
+        let sges = if n == 0 || wr.sg_list.is_null() {
+            &[][..]
+        } else {
+            // SAFETY: A request's `sg_list` holds `num_sge` entries.
+            unsafe { core::slice::from_raw_parts(wr.sg_list, n) }
+        };
+        if sges.len() != n {
+            return Err(EINVAL);
+        }
+        let wr_ptr: *const bindings::ib_send_wr = wr;
+        // SAFETY: The caller guarantees the queue pair is live.
+        let (qp_type, dev) = unsafe { ((*ibqp).qp_type, (*ibqp).device) };
+        let ud =
+            qp_type == bindings::ib_qp_type_IB_QPT_UD || qp_type == bindings::ib_qp_type_IB_QPT_GSI;
+        let op = wr.opcode;
+        let detail = match op {
+            bindings::ib_wr_opcode_IB_WR_RDMA_WRITE
+            | bindings::ib_wr_opcode_IB_WR_RDMA_WRITE_WITH_IMM
+            | bindings::ib_wr_opcode_IB_WR_RDMA_READ => {
+                // SAFETY: The verbs API embeds RDMA requests in `struct ib_rdma_wr`, whose first
+                // field is the `ib_send_wr`.
+                let r = unsafe { &*wr_ptr.cast::<bindings::ib_rdma_wr>() };
+                SendWrDetail::Rdma {
+                    remote_addr: r.remote_addr,
+                    rkey: r.rkey,
+                }
+            }
+            bindings::ib_wr_opcode_IB_WR_ATOMIC_CMP_AND_SWP
+            | bindings::ib_wr_opcode_IB_WR_ATOMIC_FETCH_AND_ADD => {
+                // SAFETY: Atomic requests are `struct ib_atomic_wr`s, as above.
+                let a = unsafe { &*wr_ptr.cast::<bindings::ib_atomic_wr>() };
+                SendWrDetail::Atomic {
+                    remote_addr: a.remote_addr,
+                    compare_add: a.compare_add,
+                    swap: a.swap,
+                    rkey: a.rkey,
+                }
+            }
+            bindings::ib_wr_opcode_IB_WR_REG_MR => {
+                // SAFETY: Registration requests are `struct ib_reg_wr`s, as above.
+                let r = unsafe { &*wr_ptr.cast::<bindings::ib_reg_wr>() };
+                // SAFETY: A non-null `mr` is a live region of its consumer.
+                let mr_dev = unsafe { r.mr.as_ref() }.map(|m| m.device);
+                if mr_dev != Some(dev) {
+                    return Err(EINVAL);
+                }
+                SendWrDetail::Reg {
+                    // SAFETY: A region of a device of driver `T` came from `Mr::alloc` and
+                    // lives while the request is posted.
+                    mr: unsafe { Mr::<T>::from_raw(r.mr) },
+                    key: r.key,
+                    access: r.access as u32,
+                }
+            }
+            bindings::ib_wr_opcode_IB_WR_SEND | bindings::ib_wr_opcode_IB_WR_SEND_WITH_IMM
+                if ud =>
+            {
+                // SAFETY: Sends on datagram queue pairs are `struct ib_ud_wr`s, as above.
+                let u = unsafe { &*wr_ptr.cast::<bindings::ib_ud_wr>() };
+                // SAFETY: A non-null `ah` is a live address handle of its consumer.
+                let ah_dev = unsafe { u.ah.as_ref() }.map(|a| a.device);
+                if ah_dev != Some(dev) {
+                    return Err(EINVAL);
+                }
+                SendWrDetail::Ud {
+                    // SAFETY: An address handle of a device of driver `T` is `T`'s container,
+                    // initialised, and lives while the request is posted.
+                    ah: unsafe { Ah::<T>::from_raw(u.ah) },
+                    remote_qpn: u.remote_qpn,
+                    remote_qkey: u.remote_qkey,
+                }
+            }
+            _ => SendWrDetail::None,
+        };
+        Ok(Self {
+            // SAFETY: Both union members are 64 bits of plain data to the driver.
+            wr_id: unsafe { wr.__bindgen_anon_1.wr_id },
+            opcode: op,
+            send_flags: wr.send_flags as u32,
+            // SAFETY: Both members of `ex` are 32 bits of plain data.
+            ex: unsafe { wr.ex.imm_data },
+            sges,
+            detail,
+        })
+    }
 }
 
 /// A receive work request of a kernel consumer (`struct ib_recv_wr`).
@@ -934,16 +1100,34 @@ impl<T: Driver> OpsTable<T> {
     ///
     /// Called by the RDMA core only, with the arguments of this op of `struct ib_device_ops`.
     unsafe extern "C" fn post_send(
-        _ibqp: *mut bindings::ib_qp,
+        ibqp: *mut bindings::ib_qp,
         wr: *const bindings::ib_send_wr,
         bad_wr: *mut *const bindings::ib_send_wr,
     ) -> c_int {
-        // No data path yet: refuse every work request (and a user doorbell) clearly.
-        if !bad_wr.is_null() {
-            // SAFETY: The core passes a valid out pointer.
-            unsafe { bad_wr.write(wr) };
+        // SAFETY: The core passes a live queue pair.
+        let qp = unsafe { Qp::<T>::from_raw(ibqp) };
+        if wr.is_null() {
+            return match T::post_send_doorbell(qp) {
+                Ok(()) => 0,
+                Err(e) => e.to_errno(),
+            };
         }
-        code::eopnotsupp().to_errno()
+        let mut cur = wr;
+        while !cur.is_null() {
+            // SAFETY: The core passes a valid list of requests.
+            let w = unsafe { &*cur };
+            // SAFETY: `w` is a request of the list, `ibqp` live.
+            let ret = unsafe { SendWr::<T>::from_raw(w, ibqp) }.and_then(|w| T::post_send(qp, &w));
+            if let Err(e) = ret {
+                if !bad_wr.is_null() {
+                    // SAFETY: The core passes a valid out pointer.
+                    unsafe { bad_wr.write(cur) };
+                }
+                return e.to_errno();
+            }
+            cur = w.next;
+        }
+        0
     }
 
     /// # Safety

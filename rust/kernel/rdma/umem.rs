@@ -61,6 +61,106 @@ impl Umem {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+
+    /// Copies `dst.len()` bytes from byte `offset` of the range into `dst`.
+    ///
+    /// Fails with `EINVAL` (copying nothing) unless the whole span is inside the range.
+    pub fn read(&self, offset: usize, dst: &mut [u8]) -> Result {
+        self.for_each_piece(offset, dst.len(), |va, range| {
+            let Some(d) = dst.get_mut(range) else {
+                return;
+            };
+            // SAFETY: `va` maps `d.len()` bytes of a pinned page of the range (the callback's
+            // contract); `d` is ours.
+            unsafe { core::ptr::copy_nonoverlapping(va, d.as_mut_ptr(), d.len()) };
+        })
+    }
+
+    /// Copies `src` to byte `offset` of the range.
+    ///
+    /// Fails with `EINVAL` (copying nothing) unless the whole span is inside the range. The
+    /// process may access the same memory at the same time: its bytes are plain data.
+    pub fn write(&self, offset: usize, src: &[u8]) -> Result {
+        self.for_each_piece(offset, src.len(), |va, range| {
+            let Some(s) = src.get(range) else {
+                return;
+            };
+            // SAFETY: `va` maps `s.len()` bytes of a pinned page of the range (the callback's
+            // contract).
+            unsafe { core::ptr::copy_nonoverlapping(s.as_ptr(), va, s.len()) };
+        })
+    }
+
+    /// Calls `f(va, range)` for each piece of bytes `offset..offset + len` of the range that
+    /// lies in one page: `va` is that page's bytes, mapped for the call only, and `range`
+    /// the piece's place in the span.
+    fn for_each_piece(
+        &self,
+        offset: usize,
+        len: usize,
+        mut f: impl FnMut(*mut u8, core::ops::Range<usize>),
+    ) -> Result {
+        let end = offset.checked_add(len).ok_or(EINVAL)?;
+        if end > self.len() {
+            return Err(EINVAL);
+        }
+        let umem = self.0.as_ptr();
+        // SAFETY: The umem is valid; its scatterlist lists the pinned pages of the range, the
+        // first starting at the page of `address` (`ib_umem_offset`).
+        let (mut sg, nents, first) = unsafe {
+            let sgt = &(*umem).sgt_append.sgt;
+            (
+                sgt.sgl,
+                sgt.orig_nents,
+                (*umem).address & (crate::page::PAGE_SIZE - 1),
+            )
+        };
+        // Position in the scatterlist's bytes.
+        let mut skip = first.checked_add(offset).ok_or(EINVAL)?;
+        let mut done = 0usize;
+        let mut n = 0;
+        while done < len && !sg.is_null() && n < nents {
+            // SAFETY: `sg` is an entry of the umem's table (at most `orig_nents` of them).
+            let (page, sg_off, sg_len) = unsafe {
+                (
+                    bindings::sg_page(sg),
+                    (*sg).offset as usize,
+                    (*sg).length as usize,
+                )
+            };
+            if skip >= sg_len {
+                skip -= sg_len;
+            } else {
+                let mut pos = sg_off + skip;
+                let mut left = sg_len - skip;
+                while left > 0 && done < len {
+                    let in_page = pos % crate::page::PAGE_SIZE;
+                    let chunk = (crate::page::PAGE_SIZE - in_page).min(left).min(len - done);
+                    // SAFETY: The entry's pages are contiguous `struct page`s of pinned memory;
+                    // the one holding byte `pos` of the entry is mapped for the copy and
+                    // unmapped right after.
+                    unsafe {
+                        let p = page.add(pos / crate::page::PAGE_SIZE);
+                        let va = bindings::kmap_local_page(p).cast::<u8>();
+                        f(va.add(in_page), done..done + chunk);
+                        bindings::kunmap_local(va.cast());
+                    }
+                    done += chunk;
+                    pos += chunk;
+                    left -= chunk;
+                }
+                skip = 0;
+            }
+            // SAFETY: `sg` is a valid entry; `sg_next` follows chained tables.
+            sg = unsafe { bindings::sg_next(sg) };
+            n += 1;
+        }
+        if done == len {
+            Ok(())
+        } else {
+            Err(EINVAL)
+        }
+    }
 }
 
 impl Drop for Umem {

@@ -22,12 +22,15 @@ use crate::{
         Producer,
         Ring, //
     },
-    roce::wqe::{
-        encode_recv_wqe,
-        recv_wqe_id,
-        send_wqe_id,
-        Sge,
-        WrOpcode, //
+    roce::{
+        opcode::QpType,
+        wqe::{
+            encode_recv_wqe,
+            recv_wqe_id,
+            send_wqe_id,
+            Sge,
+            WrOpcode, //
+        },
     },
     Rxe, //
 };
@@ -53,7 +56,11 @@ use kernel::{
         },
         code,
         device::Device,
-        driver::RecvWr,
+        driver::{
+            RecvWr,
+            SendWr,
+            SendWrDetail, //
+        },
         event::{
             QpEvent,
             QpHandle,
@@ -206,6 +213,70 @@ impl QpShared {
         Ok(())
     }
 
+    /// Returns the transport's view of the queue pair type.
+    fn roce_type(&self) -> QpType {
+        match self.qp_type {
+            bindings::ib_qp_type_IB_QPT_RC => QpType::Rc,
+            bindings::ib_qp_type_IB_QPT_UC => QpType::Uc,
+            bindings::ib_qp_type_IB_QPT_GSI => QpType::Gsi,
+            _ => QpType::Ud,
+        }
+    }
+
+    /// Checks a kernel consumer's send request as the C driver's `validate_send_wr` does.
+    fn check_send(&self, wr: &SendWr<'_, Rxe>) -> Result {
+        let (max_sge, max_inline) = {
+            let sq = self.sq.lock();
+            (sq.max_sge, sq.max_inline)
+        };
+        if wr.opcode == bindings::ib_wr_opcode_IB_WR_REG_MR {
+            if self.qp_type != bindings::ib_qp_type_IB_QPT_RC {
+                return Err(EINVAL);
+            }
+        } else {
+            let op = WrOpcode::from_raw(wr.opcode)
+                .filter(|o| o.allowed_on(self.roce_type()))
+                .ok_or_else(|| {
+                    pr_debug!("WR opcode {} not allowed on this QP\n", wr.opcode);
+                    EINVAL
+                })?;
+            let length: u64 = wr.sges.iter().map(|s| u64::from(s.length)).sum();
+            let too_many = wr.sges.len() > max_sge as usize;
+            let too_long = length > u64::from(param::PORT_MAX_MSG_SZ);
+            let bad_atomic = match wr.detail {
+                SendWrDetail::Atomic { remote_addr, .. } => length != 8 || remote_addr & 7 != 0,
+                _ => false,
+            };
+            let inline = wr.send_flags & bindings::ib_send_flags_IB_SEND_INLINE as u32 != 0;
+            let bad_inline = inline && (!op.allows_inline() || length > u64::from(max_inline));
+            if too_many || too_long || bad_atomic || bad_inline {
+                pr_debug!("send WR refused (sges, length, atomic or inline)\n");
+                return Err(EINVAL);
+            }
+        }
+        Ok(())
+    }
+
+    /// Posts a kernel consumer's send request.
+    ///
+    /// In the error state it completes at once with `IB_WC_WR_FLUSH_ERR` (what
+    /// `ib_drain_sq` relies on). Carrying it out needs the packet path, which does not exist
+    /// yet: `EOPNOTSUPP` until then.
+    pub(crate) fn post_send(&self, wr: &SendWr<'_, Rxe>) -> Result {
+        let state = self.state();
+        // As the C driver (C10-97.2.1 for receives): not before RTS. User space posts through
+        // its ring and the doorbell.
+        if state < bindings::ib_qp_state_IB_QPS_RTS || self.user {
+            return Err(EINVAL);
+        }
+        self.check_send(wr)?;
+        if state != bindings::ib_qp_state_IB_QPS_ERR {
+            return Err(code::eopnotsupp());
+        }
+        self.send_cq
+            .post(&self.flushed(wr.wr_id), &self.handle, false)
+    }
+
     /// Completes every queued request with `IB_WC_WR_FLUSH_ERR` (a queue pair in error).
     ///
     /// One request at a time: the completion handler runs without the queue's lock held, so
@@ -214,15 +285,6 @@ impl QpShared {
     /// pair on a shared receive queue reports `IB_EVENT_QP_LAST_WQE_REACHED` instead: no
     /// further receive WQE will be taken for it.
     fn flush(&self) {
-        let qp_num = self.qpn.load(Relaxed);
-        let flushed = |wr_id, opcode| WorkCompletion {
-            wr_id,
-            status: bindings::ib_wc_status_IB_WC_WR_FLUSH_ERR,
-            opcode,
-            qp_num,
-            port_num: param::PORT as u8,
-            ..Default::default()
-        };
         let mut complete = true;
         loop {
             let mut b = [0u8; param::RECV_WQE_SIZE];
@@ -237,8 +299,7 @@ impl QpShared {
                 break;
             }
             if complete {
-                let wr_id = recv_wqe_id(&b).unwrap_or(0);
-                let wc = flushed(wr_id, bindings::ib_wc_opcode_IB_WC_RECV);
+                let wc = self.flushed(recv_wqe_id(&b).unwrap_or(0));
                 complete = self.recv_cq.post(&wc, &self.handle, false).is_ok();
             }
         }
@@ -249,12 +310,21 @@ impl QpShared {
                 break;
             }
             if complete {
-                let (wr_id, op) = send_wqe_id(&b).unwrap_or((0, u32::MAX));
-                // What the C driver reports for an opcode it does not know.
-                let opcode = WrOpcode::from_raw(op).map_or(0xff, |o| o.wc_opcode() as u32);
-                let wc = flushed(wr_id, opcode);
+                let (wr_id, _) = send_wqe_id(&b).unwrap_or((0, 0));
+                let wc = self.flushed(wr_id);
                 complete = self.send_cq.post(&wc, &self.handle, false).is_ok();
             }
+        }
+    }
+
+    /// The completion of a flushed request: as the C driver's, only the id, the status and
+    /// the QP (the opcode of an error completion is undefined; it reports 0).
+    fn flushed(&self, wr_id: u64) -> WorkCompletion {
+        WorkCompletion {
+            wr_id,
+            status: bindings::ib_wc_status_IB_WC_WR_FLUSH_ERR,
+            qp_num: self.qpn.load(Relaxed),
+            ..Default::default()
         }
     }
 
@@ -476,6 +546,19 @@ impl Qp {
     /// Posts a kernel consumer's receive request.
     pub(crate) fn post_recv(&self, wr: &RecvWr<'_>) -> Result {
         self.shared.post_recv(wr)
+    }
+
+    /// Posts a kernel consumer's send request.
+    pub(crate) fn post_send(&self, wr: &SendWr<'_, Rxe>) -> Result {
+        self.shared.post_send(wr)
+    }
+
+    /// Rings the send doorbell of a user queue pair: the packet path does not exist yet.
+    pub(crate) fn doorbell(&self) -> Result {
+        if !self.shared.user {
+            return Err(EINVAL);
+        }
+        Err(code::eopnotsupp())
     }
 
     /// Returns the QP number.

@@ -43,7 +43,8 @@ use kernel::{
         driver::{
             CqInitAttr,
             Driver,
-            RecvWr, //
+            RecvWr,
+            SendWr, //
         },
         event::{
             CqHandle,
@@ -223,6 +224,14 @@ impl Driver for Rxe {
 
     fn post_recv(qp: &object::Qp<Self>, wr: &RecvWr<'_>) -> Result {
         qp.post_recv(wr)
+    }
+
+    fn post_send(qp: &object::Qp<Self>, wr: &SendWr<'_, Self>) -> Result {
+        qp.post_send(wr)
+    }
+
+    fn post_send_doorbell(qp: &object::Qp<Self>) -> Result {
+        qp.doorbell()
     }
 
     fn destroy_qp(qp: &object::Qp<Self>) -> Result {

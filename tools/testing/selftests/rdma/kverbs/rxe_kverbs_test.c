@@ -1072,6 +1072,106 @@ static void srq_last_wqe(struct kunit *test)
 	kv_destroy_qp(test, qp);
 }
 
+/*
+ * post_send_flush: send requests are refused before RTS and checked as the
+ * C driver checks them (opcode for the QP type, SGE count, atomic length
+ * and alignment, inline size); in ERR a valid one completes with
+ * IB_WC_WR_FLUSH_ERR.
+ */
+static void post_send_flush(struct kunit *test)
+{
+	const struct ib_send_wr *bad;
+	struct ib_qp_init_attr init;
+	struct ib_atomic_wr aw = {};
+	struct ib_rdma_wr rw = {};
+	struct ib_send_wr sw = {};
+	struct ib_sge sge[4];
+	struct ib_wc wc[2];
+	struct kv_buf *buf;
+	struct ib_qp *qp;
+	struct ib_pd *pd;
+	struct ib_cq *cq;
+	int i;
+
+	KV_NEED_OP(test, kv_ctx(test)->dev, post_send);
+	pd = kv_alloc_pd(test, 0);
+	cq = kv_alloc_cq(test, 16);
+	qp = kv_create_rc_qp(test, pd, cq, &init);
+	KUNIT_ASSERT_LT(test, init.cap.max_send_sge, 4);
+	buf = kv_alloc_buf(test, 4 * KV_BUF_LEN);
+	for (i = 0; i < 4; i++) {
+		sge[i].addr = buf->dma + i * KV_BUF_LEN;
+		sge[i].length = 8;
+		sge[i].lkey = pd->local_dma_lkey;
+	}
+	sw.wr_id = 9;
+	sw.opcode = IB_WR_SEND;
+	sw.sg_list = sge;
+	sw.num_sge = 1;
+
+	/* RESET, then INIT: not ready to send. */
+	bad = NULL;
+	KUNIT_EXPECT_EQ(test, ib_post_send(qp, &sw, &bad), -EINVAL);
+	KUNIT_EXPECT_PTR_EQ(test, bad, (const struct ib_send_wr *)&sw);
+	kv_to_init(test, qp);
+	KUNIT_EXPECT_EQ(test, ib_post_send(qp, &sw, &bad), -EINVAL);
+	KUNIT_ASSERT_EQ(test, kv_modify_state(qp, IB_QPS_ERR), 0);
+
+	sw.num_sge = init.cap.max_send_sge + 1;
+	KUNIT_EXPECT_EQ(test, ib_post_send(qp, &sw, &bad), -EINVAL);
+	sw.num_sge = 1;
+	sw.send_flags = IB_SEND_INLINE;
+	sge[0].length = init.cap.max_inline_data + 1;
+	KUNIT_EXPECT_EQ(test, ib_post_send(qp, &sw, &bad), -EINVAL);
+	sge[0].length = 8;
+	sw.send_flags = 0;
+
+	aw.wr.opcode = IB_WR_ATOMIC_FETCH_AND_ADD;
+	aw.wr.sg_list = &sge[1];
+	aw.wr.num_sge = 1;
+	aw.remote_addr = 0x1004;
+	KUNIT_EXPECT_EQ(test, ib_post_send(qp, &aw.wr, &bad), -EINVAL);
+	aw.remote_addr = 0x1000;
+	sge[1].length = 16;
+	KUNIT_EXPECT_EQ(test, ib_post_send(qp, &aw.wr, &bad), -EINVAL);
+	sge[1].length = 8;
+
+	/* A chain: the first two go, the third (bad opcode) stops it. */
+	rw.wr.wr_id = 10;
+	rw.wr.opcode = IB_WR_RDMA_WRITE;
+	rw.wr.sg_list = &sge[2];
+	rw.wr.num_sge = 1;
+	rw.wr.next = &aw.wr;
+	aw.wr.wr_id = 11;
+	aw.wr.next = &sw;
+	sw.opcode = 0xff;
+	sw.next = NULL;
+	bad = NULL;
+	KUNIT_EXPECT_EQ(test, ib_post_send(qp, &rw.wr, &bad), -EINVAL);
+	KUNIT_EXPECT_PTR_EQ(test, bad, (const struct ib_send_wr *)&sw);
+	KUNIT_ASSERT_EQ(test, kv_poll_wait(test, cq, wc, 2, NULL), 2);
+	kv_expect_flushed(test, wc, 2, qp, 10);
+	kv_destroy_qp(test, qp);
+}
+
+/* drain: ib_drain_qp (what ULPs run before destroying a QP) returns. */
+static void drain(struct kunit *test)
+{
+	struct ib_qp_init_attr init;
+	struct ib_qp *qp;
+	struct ib_pd *pd;
+	struct ib_cq *cq;
+
+	KV_NEED_OP(test, kv_ctx(test)->dev, post_send);
+	pd = kv_alloc_pd(test, 0);
+	cq = kv_alloc_cq(test, 16);
+	qp = kv_create_rc_qp(test, pd, cq, &init);
+	kv_to_init(test, qp);
+	ib_drain_qp(qp);
+	KUNIT_EXPECT_EQ(test, kv_modify_state(qp, IB_QPS_ERR), 0);
+	kv_destroy_qp(test, qp);
+}
+
 /* Whether the netdevice of port 1 filters for the multicast address @mac. */
 static bool kv_has_mc(struct ib_device *ibdev, const u8 *mac)
 {
@@ -1178,6 +1278,8 @@ static struct kunit_case rxe_kverbs_cases[] = {
 	KUNIT_CASE(mcast),
 	KUNIT_CASE(cq_overrun),
 	KUNIT_CASE(srq_last_wqe),
+	KUNIT_CASE(post_send_flush),
+	KUNIT_CASE(drain),
 	{}
 };
 
