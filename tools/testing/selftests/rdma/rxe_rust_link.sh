@@ -7,7 +7,7 @@
 source "$(dirname "$0")/rxe_rust_lib.sh"
 
 ktap_print_header
-ktap_set_plan 16
+ktap_set_plan 17
 unload_all
 
 check "modprobe rdma_rxe_rust" modprobe $RXE_RUST
@@ -32,5 +32,25 @@ check "rdma link add loads the driver on demand (rdma-link-rxe)" \
 	bash -c "rdma link add rxe0 type rxe netdev eth0 && grep -q '^$RXE_RUST ' /proc/modules && ! grep -q '^$RXE_C ' /proc/modules"
 check "port 4791 closes after the last link" \
 	bash -c "rdma link del rxe0 && ! ss -Huln 'sport = :$RXE_PORT' | grep -q :$RXE_PORT"
+
+# Each device gets the MAD layer's PD, DMA MR, CQ and QP1 (kernel verbs),
+# its rings, handles and UDP sockets: a leak per device would show here.
+kernel_memory_kb() {
+	awk '/^(Slab|VmallocUsed):/ { s += $2 } END { print s }' /proc/meminfo
+}
+cycles() {
+	local i
+	for i in $(seq "$1"); do
+		rdma link add rxe0 type rxe netdev eth0 && rdma link del rxe0 || return 1
+	done
+}
+check "200 device add/delete cycles: slab+vmalloc back within 1 MB" bash -c "
+	$(declare -f kernel_memory_kb cycles)
+	cycles 20 || exit 1
+	before=\$(kernel_memory_kb)
+	cycles 200 || exit 1
+	after=\$(kernel_memory_kb)
+	echo \"grew by \$((after - before)) kB\"
+	[ \$((after - before)) -lt 1024 ]"
 unload_all
 ktap_finished
