@@ -204,6 +204,13 @@ impl Default for QpAttrCopy {
 }
 
 impl QpAttrCopy {
+    /// Returns the primary address vector.
+    pub fn ah(&self) -> &AhAttr {
+        // SAFETY: `AhAttr` is a transparent wrapper of `rdma_ah_attr`; its accessors only
+        // read plain data (the copy's `sgid_attr` is null).
+        unsafe { &*(&raw const self.0.ah_attr).cast::<AhAttr>() }
+    }
+
     /// Returns the attributes.
     pub fn get(&self) -> &bindings::ib_qp_attr {
         &self.0

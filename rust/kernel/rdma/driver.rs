@@ -164,6 +164,7 @@ pub trait Driver: Sized + 'static {
     /// with the queue pair number.
     fn create_qp(
         dev: &Device<Self>,
+        pd: &Pd<Self>,
         init: &mut QpInitAttr,
         handle: QpHandle,
         udata: &mut UData<'_>,
@@ -956,9 +957,11 @@ impl<T: Driver> OpsTable<T> {
         // SAFETY: The core passes a queue pair allocated with `size_ib_qp` (our container)
         // whose `device` is set, its creation attributes (ours to update) and the call's
         // `driver_udata` or null.
-        let (dev, init, mut udata) = unsafe {
+        let (dev, pd, init, mut udata) = unsafe {
             (
                 Qp::<T>::device_of(ibqp),
+                // The core sets the domain, a live one of this device, before calling us.
+                Pd::<T>::from_raw((*ibqp).pd),
                 QpInitAttr::from_raw(init),
                 UData::from_bundle(udata),
             )
@@ -969,7 +972,7 @@ impl<T: Driver> OpsTable<T> {
             Ok(h) => h,
             Err(e) => return e.to_errno(),
         };
-        let ret = T::create_qp(dev, init, handle, &mut udata).and_then(|(data, qpn)| {
+        let ret = T::create_qp(dev, pd, init, handle, &mut udata).and_then(|(data, qpn)| {
             // SAFETY: The container's data field is valid for writes, uninitialised, and never
             // moves; the queue pair is not visible to anyone yet.
             unsafe {

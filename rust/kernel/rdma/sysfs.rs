@@ -24,10 +24,16 @@ impl<T> Shared<T> {
 }
 
 /// `parent`: the name of the netdevice behind port 1, as the C Soft-RoCE driver shows it.
+#[allow(
+    clippy::needless_update,
+    reason = "`struct attribute` has more fields with lockdep"
+)]
 static PARENT: Shared<bindings::device_attribute> = Shared(bindings::device_attribute {
     attr: bindings::attribute {
         name: c_ptr(c"parent"),
         mode: 0o444,
+        // Lockdep's fields, when configured: a static attribute needs no key.
+        ..pin_init::zeroed()
     },
     __bindgen_anon_1: bindings::device_attribute__bindgen_ty_1 {
         show: Some(parent_show),

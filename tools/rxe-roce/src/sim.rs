@@ -465,23 +465,9 @@ impl MemoryAccess for SimMem {
         if va & 7 != 0 {
             return Err(AccessError::Misaligned);
         }
-        let need = match op {
-            AtomicOp::Write { .. } => Access::REMOTE_WRITE,
-            _ => Access::REMOTE_ATOMIC,
-        };
-        let off = self.range(rkey, va, 8, need)?;
+        let off = self.range(rkey, va, 8, op.access())?;
         let orig = self.word(off);
-        let new = match op {
-            AtomicOp::CompareSwap { compare, swap } => {
-                if orig == compare {
-                    swap
-                } else {
-                    orig
-                }
-            }
-            AtomicOp::FetchAdd { add } => orig.wrapping_add(add),
-            AtomicOp::Write { value } => u64::from_ne_bytes(value),
-        };
+        let new = op.apply(orig);
         self.bytes[off..off + 8].copy_from_slice(&new.to_ne_bytes());
         self.atomics += 1;
         Ok(orig)
@@ -494,11 +480,7 @@ impl MemoryAccess for SimMem {
         len: u32,
         placement_type: u8,
     ) -> Result<(), AccessError> {
-        let need = if placement_type == 2 {
-            Access::FLUSH_PERSISTENT
-        } else {
-            Access::FLUSH_GLOBAL
-        };
+        let need = Access::for_flush(placement_type);
         self.range(rkey, va, len as usize, need)?;
         self.flushes += 1;
         Ok(())

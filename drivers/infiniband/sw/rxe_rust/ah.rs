@@ -36,6 +36,13 @@ pub(crate) struct Av {
     sl: u8,
 }
 
+impl Av {
+    /// Returns the destination MAC.
+    pub(crate) fn dmac(&self) -> [u8; 6] {
+        self.dmac
+    }
+}
+
 /// The device's address handle numbers.
 pub(crate) type AhTable = IndexTable<Av>;
 

@@ -27,6 +27,7 @@ use crate::{
         SrqTable, //
     },
     stats::Counters,
+    worker::Worker,
     Rxe, //
 };
 use core::sync::atomic::{
@@ -54,7 +55,7 @@ use kernel::{
 ///
 /// `sockets` holds this device's reference on the RoCEv2 sockets of its netdevice's namespace
 /// until the device is removed or the netdevice unregistered, whichever comes first.
-#[pin_data]
+#[pin_data(PinnedDrop)]
 pub(crate) struct RxeDev {
     /// The netdevice the port runs on.
     pub(crate) ndev: ARef<NetDevice>,
@@ -68,7 +69,9 @@ pub(crate) struct RxeDev {
     /// Packets dropped for a bad Q_Key since the last reset (`modify_port`).
     pub(crate) qkey_violations: AtomicU32,
     /// The port counters.
-    pub(crate) counters: Counters,
+    pub(crate) counters: Arc<Counters>,
+    /// The protocol processing of the device's queue pairs.
+    pub(crate) worker: Arc<Worker>,
     /// The multicast groups.
     #[pin]
     pub(crate) mcast: Mutex<McastTable>,
@@ -149,31 +152,43 @@ impl Drop for ObjectCount {
 
 impl RxeDev {
     /// Creates the data of a device on `ndev` that uses `sockets`.
-    pub(crate) fn new(ndev: &NetDevice, sockets: RoceSockets) -> impl PinInit<Self, Error> {
+    pub(crate) fn new(ndev: &NetDevice, sockets: RoceSockets) -> Result<impl PinInit<Self, Error>> {
         let mac = ndev.hw_addr().unwrap_or_else(random_mac);
         let ndev: ARef<NetDevice> = ndev.into();
         let eui = eui64_from_mac(mac);
-        try_pin_init!(Self {
+        let qp_table = new_qp_table()?;
+        let ah_table = new_ah_table()?;
+        let mr_table = new_mr_table()?;
+        let counters = Arc::new(Counters::new(), GFP_KERNEL)?;
+        let worker = Worker::new(
+            qp_table.clone(),
+            mr_table.clone(),
+            ah_table.clone(),
+            counters.clone(),
+            mac,
+        )?;
+        Ok(try_pin_init!(Self {
             ndev,
             guid: eui,
             sys_image_guid: AtomicU64::new(guid_be(eui)),
             port_cap_flags: AtomicU32::new(param::PORT_CAP_FLAGS),
             qkey_violations: AtomicU32::new(0),
-            counters: Counters::new(),
+            counters,
+            worker,
             mcast <- kernel::new_mutex!(McastTable::new()),
             sockets <- kernel::new_mutex!(Some(sockets)),
             pds: ObjectLimit::new(param::MAX_PD as u32)?,
             cqs: ObjectLimit::new(param::MAX_CQ as u32)?,
             qps: ObjectLimit::new(param::MAX_QP as u32)?,
-            qp_table: new_qp_table()?,
-            ah_table: new_ah_table()?,
+            qp_table,
+            ah_table,
             mws: ObjectLimit::new(param::MAX_MW as u32)?,
             mw_table: new_mw_table()?,
             srqs: ObjectLimit::new(param::MAX_SRQ as u32)?,
             srq_table: new_srq_table()?,
             mrs: ObjectLimit::new(param::MAX_MR as u32)?,
-            mr_table: new_mr_table()?,
-        })
+            mr_table,
+        }))
     }
 
     /// Releases the device's sockets now rather than when the device is freed.
@@ -182,6 +197,14 @@ impl RxeDev {
     /// unregistration of this device completes.
     pub(crate) fn release_sockets(&self) {
         drop(self.sockets.lock().take());
+    }
+}
+
+#[pinned_drop]
+impl PinnedDrop for RxeDev {
+    fn drop(self: Pin<&mut Self>) {
+        // The worker's code is the module's: no run may be left when the device is freed.
+        self.worker.stop();
     }
 }
 

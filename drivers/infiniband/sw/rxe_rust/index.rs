@@ -61,6 +61,14 @@ impl<T: Send + Sync + 'static> IndexTable<T> {
         })
     }
 
+    /// Returns what number `n` maps to, if anything.
+    ///
+    /// Drop the result outside spinlocks: the last reference may free memory that sleeps.
+    pub(crate) fn get(&self, n: u32) -> Option<Arc<T>> {
+        let xa = self.xa.lock();
+        xa.get(n as usize).map(|v| v.into())
+    }
+
     /// Maps the fixed number `n` (outside the cyclic range, e.g. QP1) to `value`.
     pub(crate) fn insert_at(self: &Arc<Self>, n: u32, value: Arc<T>) -> Result<Index<T>> {
         let mut xa = self.xa.lock();

@@ -10,6 +10,10 @@ use crate::{
     },
     mw::key,
     param,
+    roce::memory::{
+        Access,
+        AccessError, //
+    },
     Rxe, //
 };
 use core::sync::atomic::{
@@ -43,11 +47,73 @@ fn check_access(access: u32) -> Result {
     Ok(())
 }
 
-/// What the data path will need to find by key index.
+/// A memory region as the data path finds it by key index.
 pub(crate) struct MrShared {
-    /// The `IB_ACCESS_*` rights of the region.
-    #[expect(dead_code, reason = "the data path (next step) checks keys and rights")]
-    pub(crate) access: u32,
+    /// The L_Key (= R_Key), set once the index is known.
+    key: AtomicU32,
+    /// The `IB_ACCESS_*` rights (changed by `rereg_user_mr`).
+    access: AtomicU32,
+    /// The protection domain (its address: an identity, never dereferenced).
+    pd: usize,
+    /// The first device address of the region.
+    iova: u64,
+    /// The length in bytes.
+    length: u64,
+    /// The memory behind it.
+    memory: Memory,
+}
+
+impl MrShared {
+    /// Checks that `key` names this region in domain `pd` with `need` rights on `len` bytes
+    /// at `va`; returns the offset of `va` in the region.
+    pub(crate) fn check(
+        &self,
+        key: u32,
+        pd: usize,
+        va: u64,
+        len: usize,
+        need: Access,
+    ) -> core::result::Result<u64, AccessError> {
+        if key != self.key.load(Relaxed) || pd != self.pd {
+            return Err(AccessError::InvalidKey);
+        }
+        if !Access::from_bits(self.access.load(Relaxed)).contains(need) {
+            return Err(AccessError::AccessDenied);
+        }
+        let off = va.checked_sub(self.iova).ok_or(AccessError::OutOfRange)?;
+        let end = off.checked_add(len as u64).ok_or(AccessError::OutOfRange)?;
+        if end > self.length {
+            return Err(AccessError::OutOfRange);
+        }
+        Ok(off)
+    }
+
+    /// Copies from byte `off` of the region (checked by [`MrShared::check`]).
+    pub(crate) fn read(&self, off: u64, dst: &mut [u8]) -> core::result::Result<(), AccessError> {
+        match &self.memory {
+            Memory::User { umem } => umem
+                .read(
+                    usize::try_from(off).map_err(|_| AccessError::OutOfRange)?,
+                    dst,
+                )
+                .map_err(|_| AccessError::OutOfRange),
+            // Kernel memory is reached once kernel consumers can post (data path, step 2).
+            _ => Err(AccessError::InvalidKey),
+        }
+    }
+
+    /// Copies to byte `off` of the region (checked by [`MrShared::check`]).
+    pub(crate) fn write(&self, off: u64, src: &[u8]) -> core::result::Result<(), AccessError> {
+        match &self.memory {
+            Memory::User { umem } => umem
+                .write(
+                    usize::try_from(off).map_err(|_| AccessError::OutOfRange)?,
+                    src,
+                )
+                .map_err(|_| AccessError::OutOfRange),
+            _ => Err(AccessError::InvalidKey),
+        }
+    }
 }
 
 /// The device's memory region indices (below those of memory windows).
@@ -69,7 +135,7 @@ struct PageList {
 /// What memory a region covers.
 enum Memory {
     /// Pinned user pages (unpinned when dropped).
-    User { _umem: Umem },
+    User { umem: Umem },
     /// All of kernel memory, addressed by DMA address (`get_dma_mr`).
     Dma,
     /// Pages a kernel consumer maps with `map_mr_sg` (`alloc_mr`).
@@ -78,23 +144,46 @@ enum Memory {
 
 /// A memory region.
 pub(crate) struct Mr {
-    /// The `IB_ACCESS_*` rights (changed by `rereg_user_mr`; read by the data path).
-    access: AtomicU32,
-    _memory: Memory,
+    shared: Arc<MrShared>,
     _index: Index<MrShared>,
     _count: ObjectCount,
 }
 
-/// Allocates a key index for a region with `access`; returns it with the key.
-fn new_key(pd: &Pd<Rxe>, access: u32) -> Result<(Index<MrShared>, u32)> {
-    let index = pd
-        .device()
-        .mr_table
-        .insert(Arc::new(MrShared { access }, GFP_KERNEL)?, GFP_KERNEL)?;
+/// Registers a region of `pd` over `memory`; returns it with its key (L_Key = R_Key).
+fn register(
+    pd: &Pd<Rxe>,
+    access: u32,
+    iova: u64,
+    length: u64,
+    memory: Memory,
+) -> Result<(Mr, u32, u32)> {
+    let dev = pd.device();
+    let count = dev.mrs.take()?;
+    let shared = Arc::new(
+        MrShared {
+            key: AtomicU32::new(0),
+            access: AtomicU32::new(access),
+            pd: pd.as_raw() as usize,
+            iova,
+            length,
+            memory,
+        },
+        GFP_KERNEL,
+    )?;
+    let index = dev.mr_table.insert(shared.clone(), GFP_KERNEL)?;
     let mut b = [0u8; 1];
     kernel::random::fill_bytes(&mut b);
     let k = key(index.get(), b[0]);
-    Ok((index, k))
+    shared.key.store(k, Relaxed);
+    Ok((
+        Mr {
+            shared,
+            _index: index,
+            _count: count,
+        },
+        k,
+        k,
+    ))
 }
 
 impl Mr {
@@ -105,42 +194,20 @@ impl Mr {
         pd: &Pd<Rxe>,
         start: u64,
         len: u64,
+        iova: u64,
         access: u32,
         udata: &mut UData<'_>,
     ) -> Result<(Self, u32, u32)> {
         udata.check_in_empty()?;
         check_access(access)?;
-        let dev = pd.device();
-        let count = dev.mrs.take()?;
         // Pins the pages: fails with EFAULT for memory the process has not mapped.
-        let umem = Umem::get(dev, start, len, access)?;
-        let (index, k) = new_key(pd, access)?;
-        Ok((
-            Self {
-                access: AtomicU32::new(access),
-                _memory: Memory::User { _umem: umem },
-                _index: index,
-                _count: count,
-            },
-            k,
-            k,
-        ))
+        let umem = Umem::get(pd.device(), start, len, access)?;
+        register(pd, access, iova, len, Memory::User { umem })
     }
 
     /// Creates the region over all of kernel memory that `ib_alloc_pd` asks for.
     pub(crate) fn new_dma(pd: &Pd<Rxe>, access: u32) -> Result<(Self, u32, u32)> {
-        let count = pd.device().mrs.take()?;
-        let (index, k) = new_key(pd, access)?;
-        Ok((
-            Self {
-                access: AtomicU32::new(access),
-                _memory: Memory::Dma,
-                _index: index,
-                _count: count,
-            },
-            k,
-            k,
-        ))
+        register(pd, access, 0, u64::MAX, Memory::Dma)
     }
 
     /// Creates a fast-registration region for up to `max_pages` pages (`alloc_mr`).
@@ -153,7 +220,6 @@ impl Mr {
             pr_debug!("fast-registration MR of {} pages\n", max_pages);
             return Err(EINVAL);
         }
-        let count = pd.device().mrs.take()?;
         let pages = KBox::pin_init(
             new_spinlock_irq!(PageList {
                 pages: KVec::with_capacity(max_pages as usize, GFP_KERNEL)?,
@@ -161,24 +227,14 @@ impl Mr {
             }),
             GFP_KERNEL,
         )?;
-        // As the C driver: fast-registration regions always allow remote access.
-        let access = param::ACCESS_REMOTE;
-        let (index, k) = new_key(pd, access)?;
-        Ok((
-            Self {
-                access: AtomicU32::new(access),
-                _memory: Memory::Fast(pages),
-                _index: index,
-                _count: count,
-            },
-            k,
-            k,
-        ))
+        // As the C driver: fast-registration regions always allow remote access. Their
+        // range is set by a registration work request (data path).
+        register(pd, param::ACCESS_REMOTE, 0, 0, Memory::Fast(pages))
     }
 
     /// Returns the page list of a fast-registration region.
     fn page_list(&self) -> Result<&SpinLockIrq<PageList>> {
-        match &self._memory {
+        match &self.shared.memory {
             Memory::Fast(p) => Ok(p),
             _ => Err(EINVAL),
         }
@@ -221,7 +277,7 @@ impl Mr {
         }
         if flags & bindings::ib_mr_rereg_flags_IB_MR_REREG_ACCESS != 0 {
             check_access(access)?;
-            self.access.store(access, Relaxed);
+            self.shared.access.store(access, Relaxed);
         }
         Ok(())
     }

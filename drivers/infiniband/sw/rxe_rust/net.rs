@@ -98,7 +98,7 @@ impl LinkOps for RxeLink {
         let sockets = self.sockets.get(ndev.net()).inspect_err(|e| {
             pr_err!("failed to open UDP port {}: {:?}\n", ROCE_V2_UDP_DPORT, e);
         })?;
-        let mut dev = Unregistered::<Rxe>::new(&crate::THIS_MODULE, RxeDev::new(ndev, sockets))?;
+        let mut dev = Unregistered::<Rxe>::new(&crate::THIS_MODULE, RxeDev::new(ndev, sockets)?)?;
         dev.mark_name_assigned_by_user();
         dev.set_node_desc(b"rxe");
         dev.set_node_type_ca();

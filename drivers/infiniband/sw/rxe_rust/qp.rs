@@ -23,20 +23,30 @@ use crate::{
         Ring, //
     },
     roce::{
+        mtu::IbMtu,
         opcode::QpType,
+        requester::SendWr as RoceSendWr,
         wqe::{
+            decode_send_wqe,
             encode_recv_wqe,
             recv_wqe_id,
             send_wqe_id,
+            SendQueueLimits,
             Sge,
             WrOpcode, //
         },
     },
+    transport::{
+        roce_type,
+        Transport, //
+    },
+    worker::Worker,
     Rxe, //
 };
 use core::sync::atomic::{
     AtomicU32,
     Ordering::{
+        AcqRel,
         Acquire,
         Relaxed,
         Release, //
@@ -66,7 +76,10 @@ use kernel::{
             QpHandle,
             WorkCompletion, //
         },
-        object::UContext,
+        object::{
+            Pd,
+            UContext, //
+        },
         udata::UData, //
     },
     sync::{
@@ -105,6 +118,8 @@ pub(crate) struct QpShared {
     state: AtomicU32,
     /// Whether user space produces the work requests (through the mapped rings).
     user: bool,
+    /// The protection domain (its address: an identity, never dereferenced).
+    pub(crate) pd: usize,
     handle: QpHandle,
     send_cq: Arc<CqCore>,
     recv_cq: Arc<CqCore>,
@@ -113,6 +128,9 @@ pub(crate) struct QpShared {
     /// `None` on a shared receive queue.
     #[pin]
     rq: SpinLockIrq<Option<WorkQueue>>,
+    /// The transport, from RTR to RESET.
+    #[pin]
+    pub(crate) transport: Mutex<Option<KBox<Transport>>>,
 }
 
 /// The device's QP numbers: QP1 and the cyclic range from 16.
@@ -171,6 +189,9 @@ impl WorkQueue {
     }
 }
 
+/// The largest send WQE: the header and the largest inline data or SGE list.
+const MAX_SEND_WQE: usize = param::SEND_WQE_SIZE + param::MAX_INLINE_DATA as usize;
+
 /// The largest receive WQE a kernel consumer can post.
 const MAX_RECV_WQE: usize = param::RECV_WQE_SIZE + param::MAX_SGE as usize * param::SGE_SIZE;
 
@@ -178,6 +199,15 @@ impl QpShared {
     /// Returns the state (`enum ib_qp_state`).
     fn state(&self) -> u32 {
         self.state.load(Acquire)
+    }
+
+    /// Moves the queue pair to the error state because its transport failed (retries
+    /// exhausted, a NAK, a bad WQE): what it did not hold yet is flushed too.
+    pub(crate) fn enter_error(&self) {
+        let err = bindings::ib_qp_state_IB_QPS_ERR;
+        if self.state.swap(err, AcqRel) != err {
+            self.flush();
+        }
     }
 
     /// Posts a kernel consumer's receive request (as `post_one_recv` of the C driver).
@@ -215,11 +245,107 @@ impl QpShared {
 
     /// Returns the transport's view of the queue pair type.
     fn roce_type(&self) -> QpType {
-        match self.qp_type {
-            bindings::ib_qp_type_IB_QPT_RC => QpType::Rc,
-            bindings::ib_qp_type_IB_QPT_UC => QpType::Uc,
-            bindings::ib_qp_type_IB_QPT_GSI => QpType::Gsi,
-            _ => QpType::Ud,
+        roce_type(self.qp_type)
+    }
+
+    /// Returns the QP number.
+    pub(crate) fn number(&self) -> u32 {
+        self.qpn.load(Relaxed)
+    }
+
+    /// Returns the send completion queue.
+    pub(crate) fn send_cq(&self) -> &CqCore {
+        &self.send_cq
+    }
+
+    /// Returns the receive completion queue.
+    pub(crate) fn recv_cq(&self) -> &CqCore {
+        &self.recv_cq
+    }
+
+    /// Returns the handle events go through.
+    pub(crate) fn handle(&self) -> &QpHandle {
+        &self.handle
+    }
+
+    /// Returns whether the requester may send (RTS).
+    pub(crate) fn can_send(&self) -> bool {
+        self.state() == bindings::ib_qp_state_IB_QPS_RTS
+    }
+
+    /// Returns whether the responder takes packets (RTR to SQE).
+    pub(crate) fn can_receive(&self) -> bool {
+        (bindings::ib_qp_state_IB_QPS_RTR..=bindings::ib_qp_state_IB_QPS_SQE)
+            .contains(&self.state())
+    }
+
+    /// Returns the limits send WQEs are checked against.
+    pub(crate) fn send_limits(&self) -> SendQueueLimits {
+        let sq = self.sq.lock();
+        SendQueueLimits {
+            qp_type: self.roce_type(),
+            max_sge: sq.max_sge,
+            max_inline: sq.max_inline,
+        }
+    }
+
+    /// Returns the size of a send queue slot.
+    pub(crate) fn sq_slot_size(&self) -> usize {
+        self.sq.lock().consumer.geometry().slot_size()
+    }
+
+    /// Copies send queue slot `slot` into `dst`.
+    pub(crate) fn read_sq(&self, slot: u32, dst: &mut [u8]) -> Result {
+        self.sq.lock().consumer.read_slot(slot, dst)
+    }
+
+    /// Returns the send queue slot after `index`.
+    pub(crate) fn next_sq_index(&self, index: u32) -> u32 {
+        self.sq.lock().consumer.geometry().next(index)
+    }
+
+    /// Frees the send queue slots before `index`: their WQEs are done.
+    pub(crate) fn release_sq(&self, index: u32) {
+        let _ = self.sq.lock().consumer.release_to(index);
+    }
+
+    /// Reads and checks the send WQE at `index`, if user space produced one there.
+    pub(crate) fn next_send_wr(&self, index: u32) -> Option<core::result::Result<RoceSendWr, ()>> {
+        let limits = self.send_limits();
+        let mut buf = [0u8; MAX_SEND_WQE];
+        let sq = self.sq.lock();
+        if sq.consumer.producer().ok()? == index & sq.consumer.geometry().mask {
+            return None;
+        }
+        let n = sq.consumer.geometry().slot_size().min(MAX_SEND_WQE);
+        let buf = buf.get_mut(..n)?;
+        sq.consumer.read_slot(index, buf).ok()?;
+        drop(sq);
+        Some(
+            decode_send_wqe(buf, &limits)
+                .map(|w| RoceSendWr::from_wqe(&w, index))
+                .map_err(|_| ()),
+        )
+    }
+
+    /// Returns the size of a receive queue slot, if the queue pair has its own.
+    pub(crate) fn rq_slot_size(&self) -> Option<usize> {
+        self.rq
+            .lock()
+            .as_ref()
+            .map(|rq| rq.consumer.geometry().slot_size())
+    }
+
+    /// Returns the SGEs a receive WQE may have.
+    pub(crate) fn rq_max_sge(&self) -> u32 {
+        self.rq.lock().as_ref().map_or(0, |rq| rq.max_sge)
+    }
+
+    /// Takes the next receive WQE into `dst`; `false` if there is none.
+    pub(crate) fn pop_rq(&self, dst: &mut [u8]) -> bool {
+        match &mut *self.rq.lock() {
+            Some(rq) => matches!(rq.consumer.pop(dst), Ok(true)),
+            None => false,
         }
     }
 
@@ -377,6 +503,7 @@ impl Qp {
     /// Creates a queue pair on `dev` as `init` describes; returns it with its number.
     pub(crate) fn new(
         dev: &Device<Rxe>,
+        pd: &Pd<Rxe>,
         init: &mut QpInitAttr,
         handle: QpHandle,
         udata: &mut UData<'_>,
@@ -463,11 +590,13 @@ impl Qp {
                 qpn: AtomicU32::new(0),
                 state: AtomicU32::new(bindings::ib_qp_state_IB_QPS_RESET),
                 user,
+                pd: pd.as_raw() as usize,
                 handle,
                 send_cq,
                 recv_cq,
                 sq <- new_spinlock_irq!(sq),
                 rq <- new_spinlock_irq!(rq),
+                transport <- new_mutex!(None),
             }),
             GFP_KERNEL,
         )?;
@@ -506,7 +635,13 @@ impl Qp {
     }
 
     /// Applies `attr` under `mask`, after checking the transition and every value.
-    pub(crate) fn modify(&self, attr: &QpAttr, mask: u32) -> Result {
+    pub(crate) fn modify(
+        &self,
+        attr: &QpAttr,
+        mask: u32,
+        worker: &Worker,
+        port_mtu: IbMtu,
+    ) -> Result {
         if mask & !bindings::ib_qp_attr_mask_IB_QP_ATTR_STANDARD_BITS != 0 {
             return Err(code::eopnotsupp());
         }
@@ -514,7 +649,7 @@ impl Qp {
         let cur = if mask & bindings::ib_qp_attr_mask_IB_QP_CUR_STATE != 0 {
             attr.cur_qp_state
         } else {
-            st.attr.get().qp_state
+            self.shared.state()
         };
         let next = if mask & bindings::ib_qp_attr_mask_IB_QP_STATE != 0 {
             attr.qp_state
@@ -534,10 +669,30 @@ impl Qp {
         check_attr(attr, mask, qp_type)?;
         st.attr.update(|dst| apply(dst, attr, mask));
         let shared = &self.shared;
+        let qpn = self.number();
+        if next != cur {
+            match next {
+                bindings::ib_qp_state_IB_QPS_RTR => {
+                    let sq_read = shared.sq.lock().consumer.index();
+                    let t =
+                        Transport::new(qp_type, qpn, self.sq_sig_all, &st.attr, port_mtu, sq_read)?;
+                    *shared.transport.lock() = Some(t);
+                }
+                bindings::ib_qp_state_IB_QPS_RTS if cur == bindings::ib_qp_state_IB_QPS_RTR => {
+                    if let Some(t) = (*shared.transport.lock()).as_mut() {
+                        t.start(qp_type, qpn, self.sq_sig_all, &st.attr, port_mtu)?;
+                    }
+                }
+                _ => (),
+            }
+        }
         shared.state.store(next, Release);
         if next == bindings::ib_qp_state_IB_QPS_ERR {
+            // What the transport holds first, then what is still in the rings.
+            worker.fail(shared);
             shared.flush();
         } else if next == bindings::ib_qp_state_IB_QPS_RESET {
+            *shared.transport.lock() = None;
             shared.discard();
         }
         Ok(())
@@ -554,11 +709,16 @@ impl Qp {
     }
 
     /// Rings the send doorbell of a user queue pair: the packet path does not exist yet.
-    pub(crate) fn doorbell(&self) -> Result {
-        if !self.shared.user {
+    pub(crate) fn doorbell(&self, worker: &Arc<Worker>) -> Result {
+        let shared = &self.shared;
+        if !shared.user || shared.state() < bindings::ib_qp_state_IB_QPS_RTS {
             return Err(EINVAL);
         }
-        Err(code::eopnotsupp())
+        if shared.state() == bindings::ib_qp_state_IB_QPS_ERR {
+            shared.flush();
+            return Ok(());
+        }
+        worker.kick(self.number())
     }
 
     /// Returns the QP number.
@@ -583,6 +743,9 @@ impl Qp {
     pub(crate) fn query(&self, attr: &mut QpAttr, init: &mut QpInitAttr) {
         let st = self.state.lock();
         attr.set_from(&st.attr);
+        // The transport may have moved the queue pair to ERR since the last modify.
+        attr.qp_state = self.shared.state();
+        attr.cur_qp_state = attr.qp_state;
         (
             attr.cap.max_send_wr,
             attr.cap.max_send_sge,

@@ -272,8 +272,8 @@ impl Consumer {
         }
     }
 
-    /// Reads the producer's index: untrusted, hence masked.
-    fn producer(&self) -> Result<u32> {
+    /// Returns the producer's index: untrusted, hence masked.
+    pub(crate) fn producer(&self) -> Result<u32> {
         Ok(self.buf.load_acquire(PRODUCER_INDEX)? & self.geo.mask)
     }
 
@@ -308,6 +308,22 @@ impl Consumer {
     /// Returns the ring's geometry.
     pub(crate) fn geometry(&self) -> Geometry {
         self.geo
+    }
+
+    /// Copies slot `index` (masked) into `dst`, without consuming it: a snapshot, to be
+    /// validated before use.
+    pub(crate) fn read_slot(&self, index: u32, dst: &mut [u8]) -> Result {
+        if dst.len() > self.geo.slot_size() {
+            return Err(EINVAL);
+        }
+        self.buf
+            .read(self.geo.slot_offset(index & self.geo.mask), dst)
+    }
+
+    /// Publishes `index` (masked) as the consumer index: the slots before it are free.
+    pub(crate) fn release_to(&mut self, index: u32) -> Result {
+        self.index = index & self.geo.mask;
+        self.buf.store_release(CONSUMER_INDEX, self.index)
     }
 
     /// Moves the elements not consumed yet to the start of `to`, which must hold them all, and

@@ -40,6 +40,7 @@ mod qp;
 mod queue;
 mod srq;
 mod stats;
+mod transport;
 // The data path (requester, responder, completer) is what uses the protocol core.
 // The protocol core is also the public API of the host test crate, hence `pub` items that this
 // crate does not re-export.
@@ -50,6 +51,7 @@ mod stats;
 )]
 mod roce;
 mod verbs;
+mod worker;
 
 pub(crate) use verbs::Rxe;
 

@@ -215,11 +215,12 @@ impl Driver for Rxe {
 
     fn create_qp(
         dev: &Device<Self>,
+        pd: &object::Pd<Self>,
         init: &mut QpInitAttr,
         handle: QpHandle,
         udata: &mut UData<'_>,
     ) -> Result<(impl PinInit<Qp, Error>, u32)> {
-        Qp::new(dev, init, handle, udata)
+        Qp::new(dev, pd, init, handle, udata)
     }
 
     fn post_recv(qp: &object::Qp<Self>, wr: &RecvWr<'_>) -> Result {
@@ -231,7 +232,7 @@ impl Driver for Rxe {
     }
 
     fn post_send_doorbell(qp: &object::Qp<Self>) -> Result {
-        qp.doorbell()
+        qp.doorbell(&qp.device().worker)
     }
 
     fn destroy_qp(qp: &object::Qp<Self>) -> Result {
@@ -252,7 +253,9 @@ impl Driver for Rxe {
         mask: u32,
         _udata: &mut UData<'_>,
     ) -> Result {
-        qp.modify(attr, mask)
+        let dev = qp.device();
+        let port_mtu = ib_mtu_for_netdev_mtu(dev.ndev.mtu());
+        qp.modify(attr, mask, &dev.worker, port_mtu)
     }
 
     fn query_qp(
@@ -287,11 +290,11 @@ impl Driver for Rxe {
         pd: &object::Pd<Self>,
         start: u64,
         len: u64,
-        _iova: u64,
+        iova: u64,
         access: u32,
         udata: &mut UData<'_>,
     ) -> Result<(Mr, u32, u32)> {
-        Mr::new_user(pd, start, len, access, udata)
+        Mr::new_user(pd, start, len, iova, access, udata)
     }
 
     fn create_srq(

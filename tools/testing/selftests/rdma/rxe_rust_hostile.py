@@ -19,8 +19,6 @@ KTAP output.
 """
 
 import os
-import struct
-import subprocess
 import sys
 import time
 
@@ -30,16 +28,14 @@ from pyverbs.pd import PD
 from pyverbs.qp import QP, QPAttr, QPCap, QPInitAttr
 import pyverbs.enums as e
 
-DEV = "rxe0"
+from rxe_rust_ktap import DEV, Results, on_device
+
 DRIVERS = ["rdma_rxe_rust"]
 # Offsets in struct rxe_queue_buf.
 PRODUCER_INDEX = 128
 SLOTS = 384
-results = []
-
-
-def check(desc, ok, diag=""):
-    results.append((bool(ok), desc, diag))
+RES = Results()
+check = RES.check
 
 
 def mappings():
@@ -99,31 +95,22 @@ def flush_hostile(drv):
     return len(wcs), flushed
 
 
+def scenario(drv):
+    n, flushed = flush_hostile(drv)
+    # Rings of 8 WRs have 16 slots: 15 requests each.
+    check(f"{drv}: hostile indices flush one ring's worth per queue (30)",
+          n == 30, f"{n} completions")
+    check(f"{drv}: every flushed request reports IB_WC_WR_FLUSH_ERR", flushed)
+    ctx = Context(name=DEV)
+    check(f"{drv}: the device still works (query_device)",
+          ctx.query_device().max_qp > 0)
+    ctx.close()
+
+
 def main():
     for drv in DRIVERS:
-        subprocess.run(["modprobe", drv], check=True)
-        subprocess.run(["rdma", "link", "add", DEV, "type", "rxe", "netdev", "eth0"],
-                       check=True)
-        try:
-            n, flushed = flush_hostile(drv)
-            # Rings of 8 WRs have 16 slots: 15 requests each.
-            check(f"{drv}: hostile indices flush one ring's worth per queue (30)",
-                  n == 30, f"{n} completions")
-            check(f"{drv}: every flushed request reports IB_WC_WR_FLUSH_ERR", flushed)
-            ctx = Context(name=DEV)
-            check(f"{drv}: the device still works (query_device)",
-                  ctx.query_device().max_qp > 0)
-            ctx.close()
-        finally:
-            subprocess.run(["rdma", "link", "del", DEV])
-            subprocess.run(["rmmod", drv])
-    print("TAP version 13")
-    print(f"1..{len(results)}")
-    for i, (ok, desc, diag) in enumerate(results, 1):
-        print(f"{'ok' if ok else 'not ok'} {i} {desc}")
-        if diag:
-            print(f"# {diag}")
-    return 0 if all(r[0] for r in results) else 1
+        on_device(RES, drv, scenario)
+    return RES.report()
 
 
 if __name__ == "__main__":

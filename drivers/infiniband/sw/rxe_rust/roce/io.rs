@@ -233,6 +233,13 @@ pub trait Output {
     /// Takes the next receive WQE, or returns `None` if the queue is empty.
     fn take_recv(&mut self) -> Option<RecvWr>;
 
+    /// A send WQE left the requester, completed or not: its slot may be reused.
+    ///
+    /// Called in order of posting, for signaled and unsignaled WQEs alike.
+    fn retired(&mut self, slot: u32) {
+        let _ = slot;
+    }
+
     /// Counts an event; the default does nothing.
     fn count(&mut self, counter: Counter) {
         let _ = counter;

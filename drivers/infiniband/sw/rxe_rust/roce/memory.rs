@@ -40,6 +40,15 @@ impl Access {
         self.0
     }
 
+    /// Returns the right a FLUSH of `placement_type` (1 global, 2 persistent) needs.
+    pub const fn for_flush(placement_type: u8) -> Self {
+        if placement_type == 2 {
+            Self::FLUSH_PERSISTENT
+        } else {
+            Self::FLUSH_GLOBAL
+        }
+    }
+
     /// Returns the union of two sets.
     pub const fn with(self, other: Self) -> Self {
         Self(self.0 | other.0)
@@ -95,6 +104,31 @@ pub enum AtomicOp {
         /// The bytes to write.
         value: [u8; 8],
     },
+}
+
+impl AtomicOp {
+    /// Returns the right the operation needs on the remote region.
+    pub const fn access(self) -> Access {
+        match self {
+            Self::Write { .. } => Access::REMOTE_WRITE,
+            _ => Access::REMOTE_ATOMIC,
+        }
+    }
+
+    /// Returns what the eight bytes holding `orig` hold after the operation.
+    pub fn apply(self, orig: u64) -> u64 {
+        match self {
+            Self::CompareSwap { compare, swap } => {
+                if orig == compare {
+                    swap
+                } else {
+                    orig
+                }
+            }
+            Self::FetchAdd { add } => orig.wrapping_add(add),
+            Self::Write { value } => u64::from_ne_bytes(value),
+        }
+    }
 }
 
 /// Memory as the transport sees it.

@@ -113,6 +113,29 @@ impl<const SQ: usize, const RES: usize> Qp<SQ, RES> {
         })
     }
 
+    /// Starts the requester anew with `cfg` (its first PSN, counters and timeout), as a
+    /// QP does when it moves to RTS; nothing has been sent before.
+    pub fn restart_requester(&mut self, cfg: &QpConfig) -> Result<(), ConfigError> {
+        let retry = RetryCounter::transport(cfg.retry_cnt).ok_or(ConfigError::RetryCount)?;
+        let rnr = RetryCounter::rnr(cfg.rnr_retry).ok_or(ConfigError::RnrRetry)?;
+        self.requester = Requester::new(cfg, retry, rnr);
+        Ok(())
+    }
+
+    /// Puts both sides in the error state, flushing every WQE they hold (the owner moved
+    /// the QP to ERR).
+    pub fn fail<O>(&mut self, out: &mut O)
+    where
+        O: Output + Clock + ?Sized,
+    {
+        if !self.requester.is_error() {
+            self.requester.flush_all(out);
+        }
+        if !self.responder.is_error() {
+            self.responder.enter_error(WcStatus::WrFlushErr, out);
+        }
+    }
+
     /// Returns the state.
     pub fn state(&self) -> QpState {
         if self.requester.is_error() || self.responder.is_error() {

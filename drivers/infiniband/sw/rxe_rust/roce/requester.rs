@@ -680,6 +680,7 @@ impl<const N: usize> Requester<N> {
             }
             self.cur = self.cur.saturating_sub(1);
             let wr = entry.wr;
+            out.retired(wr.slot);
             let signaled = self.sig_all || wr.flags.contains(SendFlags::SIGNALED);
             if status != WcStatus::Success || signaled {
                 let byte_len = match wr.opcode {

@@ -1,0 +1,566 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The transport of a queue pair: the protocol core's requester, completer and responder
+//! (`roce::qp::Qp`), fed from the rings and wired to memory regions, completion queues and the
+//! device's worker.
+//!
+//! Only the device's worker ([`crate::worker`]) and `modify_qp` touch a transport, under its
+//! mutex, in process context: copies to pinned user pages may sleep there.
+
+use crate::{
+    ah::AhTable,
+    mr::{
+        MrShared,
+        MrTable, //
+    },
+    param,
+    qp::QpShared,
+    roce::{
+        io::{
+            AsyncEvent,
+            Clock,
+            Completion,
+            Counter as RoceCounter,
+            Destination,
+            Instant,
+            Output,
+            RecvWr,
+            TimerId,
+            WorkQueue, //
+        },
+        memory::{
+            for_each_chunk,
+            Access,
+            AccessError,
+            AtomicOp,
+            MemoryAccess,
+            WqeRef, //
+        },
+        mtu::IbMtu,
+        opcode::QpType,
+        psn::Psn,
+        qp::{
+            Qp as RoceQp,
+            QpConfig, //
+        },
+        timer::{
+            AckTimeout,
+            RnrTimer, //
+        },
+        wqe::{
+            decode_recv_wqe,
+            decode_send_wqe,
+            SendQueueLimits,
+            SendWqe,
+            Sge,
+            WqeData, //
+        },
+    },
+    stats::{
+        Counter,
+        Counters, //
+    },
+};
+use core::cell::RefCell;
+use kernel::{
+    bindings,
+    prelude::*,
+    rdma::{
+        attr::QpAttrCopy,
+        event::{
+            QpEvent,
+            WorkCompletion, //
+        },
+    },
+    sync::Arc,
+};
+
+/// Send WQEs the transport keeps outstanding at once; the rest wait in the ring.
+pub(crate) const SQ_WINDOW: usize = 32;
+
+/// RDMA READ and atomic responses the responder keeps for duplicate requests.
+const RESPONDER_RESOURCES: usize = 16;
+
+// The protocol state is built on the stack of `modify_qp` before it moves to the heap: keep it
+// small.
+const _: () = assert!(core::mem::size_of::<RoceQp<SQ_WINDOW, RESPONDER_RESOURCES>>() <= 4096);
+
+/// The largest send WQE: the header and the largest inline data or SGE list.
+const MAX_SEND_WQE: usize = param::SEND_WQE_SIZE + param::MAX_INLINE_DATA as usize;
+
+/// The largest receive WQE.
+const MAX_RECV_WQE: usize = param::RECV_WQE_SIZE + param::MAX_SGE as usize * param::SGE_SIZE;
+
+/// A receive WQE the responder took out of the ring, copied (user space may reuse the slot).
+struct TakenRecv {
+    slot: u32,
+    sges: KVec<Sge>,
+}
+
+/// Receive WQEs taken and not completed yet.
+#[derive(Default)]
+struct Taken {
+    list: KVec<TakenRecv>,
+    next: u32,
+}
+
+/// The transport of one queue pair.
+pub(crate) struct Transport {
+    qp: KBox<RoceQp<SQ_WINDOW, RESPONDER_RESOURCES>>,
+    /// The next send queue slot to hand to the requester.
+    pub(crate) sq_read: u32,
+    taken: RefCell<Taken>,
+    /// Where the connected peer is (RC, UC): its MAC decides loopback.
+    dmac: [u8; 6],
+    /// Armed timers: deadlines in nanoseconds of the device's clock.
+    pub(crate) timers: [Option<u64>; 2],
+}
+
+/// Returns the protocol core's queue pair type.
+pub(crate) fn roce_type(qp_type: u32) -> QpType {
+    match qp_type {
+        bindings::ib_qp_type_IB_QPT_RC => QpType::Rc,
+        bindings::ib_qp_type_IB_QPT_UC => QpType::Uc,
+        bindings::ib_qp_type_IB_QPT_GSI => QpType::Gsi,
+        _ => QpType::Ud,
+    }
+}
+
+/// Builds the protocol core's configuration from the attributes `modify_qp` kept.
+fn config(
+    qp_type: u32,
+    qpn: u32,
+    sq_sig_all: bool,
+    attr: &QpAttrCopy,
+    port_mtu: IbMtu,
+) -> QpConfig {
+    let a = attr.get();
+    let qp_type = roce_type(qp_type);
+    let mtu = match qp_type {
+        // Datagrams go by the port's MTU.
+        QpType::Ud | QpType::Gsi => port_mtu,
+        _ => IbMtu::from_raw(a.path_mtu).unwrap_or(IbMtu::Mtu256),
+    };
+    QpConfig {
+        qp_type,
+        qpn,
+        dest_qpn: a.dest_qp_num,
+        pkey: param::DEFAULT_PKEY,
+        qkey: a.qkey,
+        mtu,
+        sq_psn: Psn::new(a.sq_psn),
+        rq_psn: Psn::new(a.rq_psn),
+        retry_cnt: a.retry_cnt.min(7),
+        rnr_retry: a.rnr_retry.min(7),
+        min_rnr_timer: RnrTimer::from_bits(a.min_rnr_timer),
+        ack_timeout: AckTimeout::new(a.timeout)
+            .or(AckTimeout::new(14))
+            .unwrap_or_else(|| unreachable!()),
+        max_rd_atomic: a.max_rd_atomic,
+        access: Access::from_bits(a.qp_access_flags as u32),
+        sq_sig_all,
+    }
+}
+
+impl Transport {
+    /// Creates the transport of a queue pair entering RTR.
+    pub(crate) fn new(
+        qp_type: u32,
+        qpn: u32,
+        sq_sig_all: bool,
+        attr: &QpAttrCopy,
+        port_mtu: IbMtu,
+        sq_read: u32,
+    ) -> Result<KBox<Self>> {
+        let cfg = config(qp_type, qpn, sq_sig_all, attr, port_mtu);
+        let qp = KBox::new(RoceQp::new(&cfg).map_err(|_| EINVAL)?, GFP_KERNEL)?;
+        Ok(KBox::new(
+            Self {
+                qp,
+                sq_read,
+                taken: RefCell::new(Taken::default()),
+                dmac: attr.ah().roce_dmac().unwrap_or_default(),
+                timers: [None, None],
+            },
+            GFP_KERNEL,
+        )?)
+    }
+
+    /// Starts the requester with the attributes of a queue pair entering RTS.
+    pub(crate) fn start(
+        &mut self,
+        qp_type: u32,
+        qpn: u32,
+        sq_sig_all: bool,
+        attr: &QpAttrCopy,
+        port_mtu: IbMtu,
+    ) -> Result {
+        let cfg = config(qp_type, qpn, sq_sig_all, attr, port_mtu);
+        self.qp.restart_requester(&cfg).map_err(|_| EINVAL)
+    }
+}
+
+/// What the transport of a queue pair reaches while it runs.
+pub(crate) struct Env<'a> {
+    /// The queue pair.
+    pub(crate) shared: &'a QpShared,
+    /// The device's memory regions.
+    pub(crate) mrs: &'a MrTable,
+    /// The device's address handles.
+    pub(crate) ahs: &'a AhTable,
+    /// The device's counters.
+    pub(crate) counters: &'a Counters,
+    /// The netdevice's MAC: a destination with it is this device (loopback).
+    pub(crate) own_mac: [u8; 6],
+    /// The current time, in nanoseconds of the device's clock.
+    pub(crate) now: u64,
+}
+
+/// A packet on its way to this device's receive path.
+pub(crate) type Packet = KVec<u8>;
+
+/// Runs `f` on the transport's protocol state with its memory and output.
+pub(crate) fn with_io<R>(
+    t: &mut Transport,
+    env: &Env<'_>,
+    tx: &mut KVec<u8>,
+    out: &mut KVec<Packet>,
+    f: impl FnOnce(&mut RoceQp<SQ_WINDOW, RESPONDER_RESOURCES>, &mut Mem<'_>, &mut Io<'_>) -> R,
+) -> R {
+    let Transport {
+        qp,
+        taken,
+        dmac,
+        timers,
+        ..
+    } = t;
+    let taken = &*taken;
+    let mut mem = Mem {
+        env,
+        taken,
+        limits: env.shared.send_limits(),
+    };
+    let mut io = Io {
+        env,
+        taken,
+        dmac: *dmac,
+        timers,
+        tx,
+        out,
+    };
+    f(qp, &mut mem, &mut io)
+}
+
+/// Memory as the transport of one queue pair sees it.
+pub(crate) struct Mem<'a> {
+    env: &'a Env<'a>,
+    taken: &'a RefCell<Taken>,
+    limits: SendQueueLimits,
+}
+
+impl Mem<'_> {
+    /// Finds the region of `key`.
+    fn region(&self, key: u32) -> Result<Arc<MrShared>, AccessError> {
+        self.env.mrs.get(key >> 8).ok_or(AccessError::InvalidKey)
+    }
+
+    /// Reads `dst.len()` bytes at `va` of the region `key` grants `need` on.
+    fn read(&self, key: u32, va: u64, dst: &mut [u8], need: Access) -> Result<(), AccessError> {
+        let mr = self.region(key)?;
+        let off = mr.check(key, self.env.shared.pd, va, dst.len(), need)?;
+        mr.read(off, dst)
+    }
+
+    /// Writes `src` at `va` of the region `key` grants `need` on.
+    fn write(&self, key: u32, va: u64, src: &[u8], need: Access) -> Result<(), AccessError> {
+        let mr = self.region(key)?;
+        let off = mr.check(key, self.env.shared.pd, va, src.len(), need)?;
+        mr.write(off, src)
+    }
+}
+
+impl Mem<'_> {
+    /// Reads and decodes the send WQE in `slot` into `buf`.
+    ///
+    /// User space may have rewritten it since it was posted: it is checked again.
+    fn send_wqe<'b>(
+        &self,
+        slot: u32,
+        buf: &'b mut [u8; MAX_SEND_WQE],
+    ) -> Result<SendWqe<'b>, AccessError> {
+        let n = self.env.shared.sq_slot_size().min(MAX_SEND_WQE);
+        let buf = buf.get_mut(..n).ok_or(AccessError::TooShort)?;
+        self.env
+            .shared
+            .read_sq(slot, buf)
+            .map_err(|_| AccessError::TooShort)?;
+        decode_send_wqe(buf, &self.limits).map_err(|_| AccessError::TooShort)
+    }
+}
+
+impl MemoryAccess for Mem<'_> {
+    fn gather(&mut self, wqe: WqeRef, offset: u32, dst: &mut [u8]) -> Result<(), AccessError> {
+        let WqeRef::Send(slot) = wqe else {
+            return Err(AccessError::AccessDenied);
+        };
+        let mut buf = [0u8; MAX_SEND_WQE];
+        let wqe = self.send_wqe(slot, &mut buf)?;
+        match wqe.data {
+            WqeData::Inline(data) => {
+                let start = offset as usize;
+                let src = data
+                    .get(start..start.saturating_add(dst.len()))
+                    .ok_or(AccessError::TooShort)?;
+                dst.copy_from_slice(src);
+                Ok(())
+            }
+            WqeData::Sges(sges) => for_each_chunk(sges, offset, dst.len(), |sge, addr, r| {
+                let d = dst.get_mut(r).ok_or(AccessError::TooShort)?;
+                self.read(sge.lkey(), addr, d, Access::NONE)
+            }),
+        }
+    }
+
+    fn scatter(&mut self, wqe: WqeRef, offset: u32, src: &[u8]) -> Result<(), AccessError> {
+        let mut buf = [0u8; MAX_SEND_WQE];
+        let write = |sges: &[Sge]| {
+            for_each_chunk(sges, offset, src.len(), |sge, addr, r| {
+                let s = src.get(r).ok_or(AccessError::TooShort)?;
+                self.write(sge.lkey(), addr, s, Access::LOCAL_WRITE)
+            })
+        };
+        match wqe {
+            // RDMA READ response data and the original value of an atomic.
+            WqeRef::Send(slot) => match self.send_wqe(slot, &mut buf)?.data {
+                WqeData::Sges(sges) => write(sges),
+                WqeData::Inline(_) => Err(AccessError::AccessDenied),
+            },
+            WqeRef::Recv(slot) => {
+                let taken = self.taken.borrow();
+                let t = taken
+                    .list
+                    .iter()
+                    .find(|t| t.slot == slot)
+                    .ok_or(AccessError::InvalidKey)?;
+                write(&t.sges)
+            }
+        }
+    }
+
+    fn check_remote(
+        &mut self,
+        rkey: u32,
+        va: u64,
+        len: u32,
+        access: Access,
+    ) -> Result<(), AccessError> {
+        let mr = self.region(rkey)?;
+        mr.check(rkey, self.env.shared.pd, va, len as usize, access)
+            .map(|_| ())
+    }
+
+    fn read_remote(&mut self, rkey: u32, va: u64, dst: &mut [u8]) -> Result<(), AccessError> {
+        self.read(rkey, va, dst, Access::REMOTE_READ)
+    }
+
+    fn write_remote(&mut self, rkey: u32, va: u64, src: &[u8]) -> Result<(), AccessError> {
+        self.write(rkey, va, src, Access::REMOTE_WRITE)
+    }
+
+    fn atomic(&mut self, rkey: u32, va: u64, op: AtomicOp) -> Result<u64, AccessError> {
+        if va & 7 != 0 {
+            return Err(AccessError::Misaligned);
+        }
+        let need = op.access();
+        // The device's worker runs one transport at a time: no other RDMA access races.
+        let mut b = [0u8; 8];
+        self.read(rkey, va, &mut b, need)?;
+        let orig = u64::from_ne_bytes(b);
+        let new = op.apply(orig);
+        self.write(rkey, va, &new.to_ne_bytes(), need)?;
+        Ok(orig)
+    }
+
+    fn flush(
+        &mut self,
+        rkey: u32,
+        va: u64,
+        len: u32,
+        placement_type: u8,
+    ) -> Result<(), AccessError> {
+        let need = Access::for_flush(placement_type);
+        // Copies through the CPU are visible at once; nothing is cached on the way.
+        self.check_remote(rkey, va, len, need)
+    }
+
+    fn invalidate(&mut self, _rkey: u32) -> Result<(), AccessError> {
+        // Only windows and fast-registration regions can be invalidated; neither is bound
+        // or registered by a work request yet.
+        Err(AccessError::InvalidKey)
+    }
+}
+
+/// Time, timers and output of the transport of one queue pair.
+pub(crate) struct Io<'a> {
+    env: &'a Env<'a>,
+    taken: &'a RefCell<Taken>,
+    dmac: [u8; 6],
+    timers: &'a mut [Option<u64>; 2],
+    tx: &'a mut KVec<u8>,
+    out: &'a mut KVec<Packet>,
+}
+
+fn timer_index(t: TimerId) -> usize {
+    match t {
+        TimerId::Retransmit => 0,
+        TimerId::RnrRetry => 1,
+    }
+}
+
+impl Clock for Io<'_> {
+    fn now(&self) -> Instant {
+        Instant(self.env.now)
+    }
+
+    fn arm(&mut self, timer: TimerId, deadline: Instant) {
+        if let Some(t) = self.timers.get_mut(timer_index(timer)) {
+            *t = Some(deadline.0);
+        }
+    }
+
+    fn cancel(&mut self, timer: TimerId) {
+        if let Some(t) = self.timers.get_mut(timer_index(timer)) {
+            *t = None;
+        }
+    }
+}
+
+impl Output for Io<'_> {
+    fn tx_buffer(&mut self, len: usize) -> Option<&mut [u8]> {
+        self.tx.clear();
+        self.tx.resize(len, 0, GFP_KERNEL).ok()?;
+        Some(&mut self.tx[..])
+    }
+
+    fn transmit(&mut self, len: usize, dest: Destination) {
+        let dmac = match dest {
+            Destination::Connected => Some(self.dmac),
+            Destination::AddressHandle(n) => self.env.ahs.get(n).map(|av| av.dmac()),
+        };
+        let Some(bytes) = self.tx.get(..len) else {
+            return;
+        };
+        if dmac != Some(self.env.own_mac) {
+            // Only this device is reachable until the network path exists.
+            self.env.counters.inc(Counter::SendErr);
+            return;
+        }
+        let mut p = KVec::new();
+        if p.extend_from_slice(bytes, GFP_KERNEL).is_ok() && self.out.push(p, GFP_KERNEL).is_ok() {
+            self.env.counters.add(Counter::SentBytes, len as u64);
+        }
+    }
+
+    fn complete(&mut self, c: Completion) {
+        let shared = self.env.shared;
+        let mut flags = 0;
+        let mut ex = 0;
+        if let Some(imm) = c.imm_data {
+            flags |= bindings::ib_wc_flags_IB_WC_WITH_IMM;
+            // `imm_data` is `__be32`: the bytes as they were on the wire.
+            ex = imm.to_be();
+        }
+        if let Some(rkey) = c.invalidated_rkey {
+            flags |= bindings::ib_wc_flags_IB_WC_WITH_INVALIDATE;
+            ex = rkey;
+        }
+        if c.grh {
+            flags |= bindings::ib_wc_flags_IB_WC_GRH;
+        }
+        let wc = WorkCompletion {
+            wr_id: c.wr_id,
+            status: c.status as u32,
+            opcode: c.opcode as u32,
+            byte_len: c.byte_len,
+            ex,
+            qp_num: shared.number(),
+            src_qp: c.src_qpn,
+            wc_flags: flags,
+            port_num: param::PORT as u8,
+            ..Default::default()
+        };
+        let posted = match c.queue {
+            WorkQueue::Send => shared.send_cq().post(&wc, shared.handle(), false),
+            WorkQueue::Recv => {
+                let mut taken = self.taken.borrow_mut();
+                if let Some(i) = taken.list.iter().position(|t| t.slot == c.slot) {
+                    let _ = taken.list.remove(i);
+                }
+                self.env.counters.inc(Counter::RdmaRecvs);
+                shared.recv_cq().post(&wc, shared.handle(), c.solicited)
+            }
+        };
+        // An overrun was reported to the CQ's owner; the completion is lost, as on hardware.
+        let _ = posted;
+    }
+
+    fn async_event(&mut self, event: AsyncEvent) {
+        let e = match event {
+            AsyncEvent::Fatal => QpEvent::Fatal,
+            AsyncEvent::RequestError => QpEvent::RequestError,
+            AsyncEvent::AccessError => QpEvent::AccessError,
+        };
+        self.env.shared.handle().event(e);
+    }
+
+    fn take_recv(&mut self) -> Option<RecvWr> {
+        let mut buf = [0u8; MAX_RECV_WQE];
+        let (wr_id, length, sges) = {
+            let n = self.env.shared.rq_slot_size()?.min(MAX_RECV_WQE);
+            let buf = buf.get_mut(..n)?;
+            if !self.env.shared.pop_rq(buf) {
+                return None;
+            }
+            let max_sge = self.env.shared.rq_max_sge();
+            match decode_recv_wqe(buf, max_sge) {
+                Ok(w) => {
+                    let mut sges = KVec::new();
+                    sges.extend_from_slice(w.sges, GFP_KERNEL).ok()?;
+                    (w.wr_id, w.length, sges)
+                }
+                // A malformed WQE receives nothing: an empty list fails every scatter.
+                Err(_) => (0, 0, KVec::new()),
+            }
+        };
+        let mut taken = self.taken.borrow_mut();
+        let slot = taken.next;
+        taken.next = slot.wrapping_add(1);
+        taken.list.push(TakenRecv { slot, sges }, GFP_KERNEL).ok()?;
+        Some(RecvWr {
+            wr_id,
+            slot,
+            length,
+        })
+    }
+
+    fn retired(&mut self, slot: u32) {
+        self.env.shared.release_sq(slot.wrapping_add(1));
+        self.env.counters.inc(Counter::RdmaSends);
+    }
+
+    fn count(&mut self, counter: RoceCounter) {
+        let c = match counter {
+            RoceCounter::SentPackets => Counter::SentPkts,
+            RoceCounter::ReceivedPackets => Counter::RcvdPkts,
+            RoceCounter::DuplicateRequest => Counter::DuplicateRequest,
+            RoceCounter::OutOfSequence => Counter::OutOfSeqRequest,
+            RoceCounter::RnrNakSent => Counter::SendRnrErr,
+            RoceCounter::RnrNakReceived => Counter::RcvdRnrErr,
+            RoceCounter::Retry => Counter::CompleterRetryErr,
+            RoceCounter::RetryExceeded => Counter::RetryExceededErr,
+            RoceCounter::RnrRetryExceeded => Counter::RetryRnrExceededErr,
+            _ => return,
+        };
+        self.env.counters.inc(c);
+    }
+}

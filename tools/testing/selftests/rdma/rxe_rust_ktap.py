@@ -1,0 +1,42 @@
+# SPDX-License-Identifier: GPL-2.0
+"""Shared helpers of the rdma_rxe_rust python selftests: results and KTAP."""
+
+import subprocess
+
+DEV = "rxe0"
+
+
+class Results:
+    """Checks recorded in order and printed as KTAP."""
+
+    def __init__(self):
+        self.results = []
+
+    def check(self, desc, ok, diag=""):
+        self.results.append((bool(ok), desc, diag))
+
+    def report(self):
+        """Prints the KTAP report; returns the exit status."""
+        print("TAP version 13")
+        print(f"1..{len(self.results)}")
+        for i, (ok, desc, diag) in enumerate(self.results, 1):
+            print(f"{'ok' if ok else 'not ok'} {i} {desc}")
+            if diag:
+                print(f"# {diag}")
+        return 0 if all(r[0] for r in self.results) else 1
+
+
+def on_device(res, drv, scenario, netdev="eth0"):
+    """Loads driver drv, adds DEV on netdev, runs scenario(drv), tears down.
+
+    A scenario that raises is a failure, reported, not a crash of the test."""
+    subprocess.run(["modprobe", drv], check=True)
+    subprocess.run(["rdma", "link", "add", DEV, "type", "rxe", "netdev", netdev],
+                   check=True)
+    try:
+        scenario(drv)
+    except Exception as ex:
+        res.check(f"{drv}: the scenario ran to its end", False, repr(ex))
+    finally:
+        subprocess.run(["rdma", "link", "del", DEV])
+        subprocess.run(["rmmod", drv])
