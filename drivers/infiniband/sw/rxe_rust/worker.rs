@@ -315,8 +315,19 @@ impl Worker {
                     self.send(&qp, &mut tx, &mut out);
                 }
             }
+            let mut touched = KVec::new();
             for pkt in packets.iter() {
-                self.receive(pkt, &mut tx, &mut out);
+                if let Some(qpn) = self.receive(pkt, &mut tx, &mut out) {
+                    if !touched.contains(&qpn) {
+                        let _ = touched.push(qpn, GFP_KERNEL);
+                    }
+                }
+            }
+            // Acknowledgements free room in the send window: feed what waits in the rings.
+            for qpn in touched.iter() {
+                if let Some(qp) = self.qps.get(*qpn) {
+                    self.send(&qp, &mut tx, &mut out);
+                }
             }
             if out.is_empty() {
                 continue;
@@ -383,22 +394,16 @@ impl Worker {
         }
     }
 
-    /// Delivers one packet to its queue pair.
-    fn receive(&self, bytes: &[u8], tx: &mut KVec<u8>, out: &mut KVec<Packet>) {
-        let Ok(pkt) = RocePacket::parse(bytes) else {
-            return;
-        };
+    /// Delivers one packet to its queue pair; returns the queue pair's number.
+    fn receive(&self, bytes: &[u8], tx: &mut KVec<u8>, out: &mut KVec<Packet>) -> Option<u32> {
+        let pkt = RocePacket::parse(bytes).ok()?;
         self.counters.add(Counter::RcvdBytes, bytes.len() as u64);
-        let Some(qp) = self.qps.get(pkt.dest_qpn()) else {
-            return;
-        };
+        let qp = self.qps.get(pkt.dest_qpn())?;
         if !qp.can_receive() {
-            return;
+            return None;
         }
         let mut guard = qp.transport.lock();
-        let Some(t) = (*guard).as_mut() else {
-            return;
-        };
+        let t = (*guard).as_mut()?;
         let env = self.env(&qp);
         let failed = with_io(t, &env, tx, out, |roce, mem, io| {
             roce.receive(&pkt, mem, io);
@@ -406,8 +411,10 @@ impl Worker {
             roce.state() == QpState::Error
         });
         self.note_timers(&qp, t);
+        drop(guard);
         if failed {
             qp.enter_error();
         }
+        Some(qp.number())
     }
 }
