@@ -1035,6 +1035,7 @@ pub fn run_scenario(sc: &Scenario) -> Result<Report, String> {
                 .with(Access::FLUSH_GLOBAL)
                 .with(Access::FLUSH_PERSISTENT),
             sq_sig_all: sc.sig_all,
+            srq: false,
         };
         let mut keys = BTreeMap::new();
         keys.insert(

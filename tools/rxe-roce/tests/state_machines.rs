@@ -261,6 +261,7 @@ fn pair(qp_type: QpType, retry_cnt: u8, rnr_retry: u8) -> (End, End) {
             max_rd_atomic: 4,
             access: Access::from_bits(0x30f),
             sq_sig_all: true,
+            srq: false,
         };
         End {
             qp: Qp::new(&cfg).unwrap(),

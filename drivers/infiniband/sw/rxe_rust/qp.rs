@@ -36,6 +36,7 @@ use crate::{
             WrOpcode, //
         },
     },
+    srq::SrqCore,
     transport::{
         roce_type,
         Transport, //
@@ -123,6 +124,8 @@ pub(crate) struct QpShared {
     handle: QpHandle,
     send_cq: Arc<CqCore>,
     recv_cq: Arc<CqCore>,
+    /// The shared receive queue it receives through, if any.
+    srq: Option<Arc<SrqCore>>,
     #[pin]
     sq: SpinLockIrq<WorkQueue>,
     /// `None` on a shared receive queue.
@@ -328,8 +331,11 @@ impl QpShared {
         )
     }
 
-    /// Returns the size of a receive queue slot, if the queue pair has its own.
+    /// Returns the size of a receive queue slot (its own queue's or its SRQ's).
     pub(crate) fn rq_slot_size(&self) -> Option<usize> {
+        if let Some(srq) = &self.srq {
+            return Some(srq.slot_size());
+        }
         self.rq
             .lock()
             .as_ref()
@@ -338,11 +344,22 @@ impl QpShared {
 
     /// Returns the SGEs a receive WQE may have.
     pub(crate) fn rq_max_sge(&self) -> u32 {
+        if let Some(srq) = &self.srq {
+            return srq.max_sge();
+        }
         self.rq.lock().as_ref().map_or(0, |rq| rq.max_sge)
+    }
+
+    /// Returns whether receive WQEs come from a shared receive queue.
+    pub(crate) fn has_srq(&self) -> bool {
+        self.srq.is_some()
     }
 
     /// Takes the next receive WQE into `dst`; `false` if there is none.
     pub(crate) fn pop_rq(&self, dst: &mut [u8]) -> bool {
+        if let Some(srq) = &self.srq {
+            return srq.take(dst);
+        }
         match &mut *self.rq.lock() {
             Some(rq) => matches!(rq.consumer.pop(dst), Ok(true)),
             None => false,
@@ -546,6 +563,11 @@ impl Qp {
         let user = ctx.is_some();
         let send_cq = init.send_cq(dev).ok_or(EINVAL)?.core().clone();
         let recv_cq = init.recv_cq(dev).ok_or(EINVAL)?.core().clone();
+        let srq = if init.has_srq() {
+            Some(init.srq(dev).ok_or(EINVAL)?.core().clone())
+        } else {
+            None
+        };
         let count = dev.qps.take()?;
 
         // Send queue: a WQE holds its SGEs or its inline data, whichever is larger.
@@ -594,6 +616,7 @@ impl Qp {
                 handle,
                 send_cq,
                 recv_cq,
+                srq,
                 sq <- new_spinlock_irq!(sq),
                 rq <- new_spinlock_irq!(rq),
                 transport <- new_mutex!(None),
@@ -669,18 +692,16 @@ impl Qp {
         check_attr(attr, mask, qp_type)?;
         st.attr.update(|dst| apply(dst, attr, mask));
         let shared = &self.shared;
-        let qpn = self.number();
         if next != cur {
             match next {
                 bindings::ib_qp_state_IB_QPS_RTR => {
                     let sq_read = shared.sq.lock().consumer.index();
-                    let t =
-                        Transport::new(qp_type, qpn, self.sq_sig_all, &st.attr, port_mtu, sq_read)?;
+                    let t = Transport::new(shared, self.sq_sig_all, &st.attr, port_mtu, sq_read)?;
                     *shared.transport.lock() = Some(t);
                 }
                 bindings::ib_qp_state_IB_QPS_RTS if cur == bindings::ib_qp_state_IB_QPS_RTR => {
                     if let Some(t) = (*shared.transport.lock()).as_mut() {
-                        t.start(qp_type, qpn, self.sq_sig_all, &st.attr, port_mtu)?;
+                        t.start(shared, self.sq_sig_all, &st.attr, port_mtu)?;
                     }
                 }
                 _ => (),

@@ -282,6 +282,11 @@ impl Consumer {
         self.index
     }
 
+    /// Returns the number of elements waiting.
+    pub(crate) fn count(&self) -> Result<u32> {
+        Ok(self.geo.count(self.producer()?, self.index))
+    }
+
     /// Returns whether no element is waiting.
     pub(crate) fn is_empty(&self) -> Result<bool> {
         Ok(self.producer()? == self.index)

@@ -38,7 +38,10 @@ use kernel::{
         code,
         device::Device,
         driver::RecvWr,
-        event::SrqHandle,
+        event::{
+            SrqEvent,
+            SrqHandle, //
+        },
         object::UContext,
         udata::UData, //
     },
@@ -120,17 +123,30 @@ struct SrqInner {
     limit: u32,
 }
 
-/// A shared receive queue.
+/// A shared receive queue as its queue pairs share it.
 #[pin_data]
-pub(crate) struct Srq {
+pub(crate) struct SrqCore {
     max_sge: u32,
     /// Disables interrupts: kernel consumers may post from softirq context.
     #[pin]
     inner: SpinLockIrq<SrqInner>,
-    /// How the data path will raise the limit event.
-    _handle: SrqHandle,
+    /// How the limit event reaches the owner.
+    handle: SrqHandle,
+}
+
+/// A shared receive queue.
+pub(crate) struct Srq {
+    core: Arc<SrqCore>,
     _num: Index<SrqShared>,
     _count: ObjectCount,
+}
+
+impl core::ops::Deref for Srq {
+    type Target = SrqCore;
+
+    fn deref(&self) -> &SrqCore {
+        &self.core
+    }
 }
 
 /// Checks and adjusts a requested depth (as `rxe_srq_chk_init`).
@@ -143,6 +159,11 @@ fn check_max_wr(max_wr: u32) -> Result<u32> {
 }
 
 impl Srq {
+    /// Returns the part its queue pairs share.
+    pub(crate) fn core(&self) -> &Arc<SrqCore> {
+        &self.core
+    }
+
     /// Creates a shared receive queue on `dev`.
     pub(crate) fn new(
         dev: &Device<Rxe>,
@@ -182,13 +203,55 @@ impl Srq {
         attr.max_wr = ring.capacity();
         attr.max_sge = max_sge;
         let limit = attr.srq_limit;
-        Ok(try_pin_init!(Self {
-            max_sge,
-            inner <- new_spinlock_irq!(SrqInner { ring, limit }),
-            _handle: handle,
+        let core = Arc::pin_init(
+            try_pin_init!(SrqCore {
+                max_sge,
+                inner <- new_spinlock_irq!(SrqInner { ring, limit }),
+                handle,
+            }),
+            GFP_KERNEL,
+        )?;
+        Ok(try_init!(Self {
+            core,
             _num: num,
             _count: count,
         }))
+    }
+}
+
+impl SrqCore {
+    /// Takes the next receive WQE into `dst` for a queue pair's responder; `false` if there
+    /// is none.
+    ///
+    /// Fewer WQEs left than the armed limit fires `IB_EVENT_SRQ_LIMIT_REACHED` once and
+    /// disarms it (IBA 10.2.9.4), as in the C driver.
+    pub(crate) fn take(&self, dst: &mut [u8]) -> bool {
+        let fire = {
+            let mut inner = self.inner.lock();
+            if !matches!(inner.ring.consumer.pop(dst), Ok(true)) {
+                return false;
+            }
+            let left = inner.ring.consumer.count().unwrap_or(0);
+            let fire = inner.limit != 0 && left < inner.limit;
+            if fire {
+                inner.limit = 0;
+            }
+            fire
+        };
+        if fire {
+            self.handle.event(SrqEvent::LimitReached);
+        }
+        true
+    }
+
+    /// Returns the size of a slot (the largest WQE).
+    pub(crate) fn slot_size(&self) -> usize {
+        self.inner.lock().ring.consumer.geometry().slot_size()
+    }
+
+    /// Returns the SGEs a WQE may have.
+    pub(crate) fn max_sge(&self) -> u32 {
+        self.max_sge
     }
 
     /// Resizes (`IB_SRQ_MAX_WR`) and/or arms the limit (`IB_SRQ_LIMIT`).

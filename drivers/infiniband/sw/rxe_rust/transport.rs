@@ -131,6 +131,7 @@ fn config(
     qp_type: u32,
     qpn: u32,
     sq_sig_all: bool,
+    srq: bool,
     attr: &QpAttrCopy,
     port_mtu: IbMtu,
 ) -> QpConfig {
@@ -159,20 +160,27 @@ fn config(
         max_rd_atomic: a.max_rd_atomic,
         access: Access::from_bits(a.qp_access_flags as u32),
         sq_sig_all,
+        srq,
     }
 }
 
 impl Transport {
     /// Creates the transport of a queue pair entering RTR.
     pub(crate) fn new(
-        qp_type: u32,
-        qpn: u32,
+        qp: &QpShared,
         sq_sig_all: bool,
         attr: &QpAttrCopy,
         port_mtu: IbMtu,
         sq_read: u32,
     ) -> Result<KBox<Self>> {
-        let cfg = config(qp_type, qpn, sq_sig_all, attr, port_mtu);
+        let cfg = config(
+            qp.qp_type,
+            qp.number(),
+            sq_sig_all,
+            qp.has_srq(),
+            attr,
+            port_mtu,
+        );
         let qp = KBox::new(RoceQp::new(&cfg).map_err(|_| EINVAL)?, GFP_KERNEL)?;
         Ok(KBox::new(
             Self {
@@ -189,13 +197,19 @@ impl Transport {
     /// Starts the requester with the attributes of a queue pair entering RTS.
     pub(crate) fn start(
         &mut self,
-        qp_type: u32,
-        qpn: u32,
+        qp: &QpShared,
         sq_sig_all: bool,
         attr: &QpAttrCopy,
         port_mtu: IbMtu,
     ) -> Result {
-        let cfg = config(qp_type, qpn, sq_sig_all, attr, port_mtu);
+        let cfg = config(
+            qp.qp_type,
+            qp.number(),
+            sq_sig_all,
+            qp.has_srq(),
+            attr,
+            port_mtu,
+        );
         self.qp.restart_requester(&cfg).map_err(|_| EINVAL)
     }
 }

@@ -165,6 +165,7 @@ fuzz_target!(|data: &[u8]| {
         max_rd_atomic: 2,
         access: Access::from_bits(0x30f),
         sq_sig_all: sel & 1 != 0,
+        srq: false,
     };
     let mut qp: Qp<4, 2> = Qp::new(&cfg).unwrap();
     let mut mem = Mem([0; 4096]);

@@ -8,7 +8,8 @@ Things rdma-core's suite does not exercise:
 - a QP whose peer does not exist: the retransmit timer fires, the retry
   count runs out and the send completes with IBV_WC_RETRY_EXC_ERR;
 - RDMA WRITE and READ of 256 KiB (many packets, many pages), compared byte
-  for byte.
+  for byte;
+- receiving through an SRQ, and its limit event when it runs low.
 Each driver must give the same outcomes and move the same counters.
 KTAP output.
 """
@@ -17,6 +18,7 @@ import os
 import re
 import subprocess
 import sys
+import signal
 import time
 
 from pyverbs.addr import AHAttr, GlobalRoute
@@ -24,7 +26,9 @@ from pyverbs.cq import CQ
 from pyverbs.device import Context
 from pyverbs.mr import MR
 from pyverbs.pd import PD
+from pyverbs.pyverbs_error import PyverbsRDMAError
 from pyverbs.qp import QP, QPAttr, QPCap, QPInitAttr
+from pyverbs.srq import SRQ, SrqAttr, SrqInitAttr
 from pyverbs.wr import SGE, RecvWR, SendWR
 import pyverbs.enums as e
 
@@ -89,6 +93,21 @@ class Pair:
 
     def mr(self, size):
         return MR(self.pd, size, ACCESS)
+
+
+def async_event(ctx, seconds):
+    """The next async event of ctx, or None after `seconds` (a signal interrupts the read)."""
+    def expired(signum, frame):
+        raise TimeoutError()
+    previous = signal.signal(signal.SIGALRM, expired)
+    signal.alarm(seconds)
+    try:
+        return ctx.get_async_event()
+    except (TimeoutError, PyverbsRDMAError):
+        return None
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 def send_wr(mr, length, opcode=e.IBV_WR_SEND, wr_id=1, raddr=0, rkey=0):
@@ -162,9 +181,46 @@ def scenario(drv):
     after = counters()
     check(f"{drv}: retry_exceeded_err moved", after["retry_exceeded_err"] > before["retry_exceeded_err"],
           f"{before.get('retry_exceeded_err')} -> {after.get('retry_exceeded_err')}")
+    srq_scenario(drv, p)
     for o in (lost, p.a, p.b, src, dst, a_buf, b_buf, back, p.cq, p.pd):
         o.close()
     ctx.close()
+
+
+def srq_scenario(drv, p):
+    """Sends to a QP on an SRQ armed with a limit: data arrives, the limit event fires."""
+    srq = SRQ(p.pd, SrqInitAttr(SrqAttr(max_wr=8, max_sge=1)))
+    attr = SrqAttr()
+    attr.srq_limit = 4
+    srq.modify(attr, e.IBV_SRQ_LIMIT)
+    cap = QPCap(max_send_wr=8, max_recv_wr=8, max_send_sge=1, max_recv_sge=1)
+    init = QPInitAttr(qp_type=e.IBV_QPT_RC, scq=p.cq, rcq=p.cq, srq=srq, cap=cap)
+    rx = QP(p.pd, init)
+    tx = QP(p.pd, QPInitAttr(qp_type=e.IBV_QPT_RC, scq=p.cq, rcq=p.cq, cap=cap))
+    p.connect(rx, tx.qp_num)
+    p.connect(tx, rx.qp_num)
+    bufs = [p.mr(64) for _ in range(6)]
+    for i, b in enumerate(bufs):
+        srq.post_recv(RecvWR(wr_id=100 + i, num_sge=1, sg=[SGE(b.buf, 64, b.lkey)]))
+    src = p.mr(64)
+    msgs = [os.urandom(32) for _ in range(3)]
+    for i, m in enumerate(msgs):
+        src.write(m, len(m))
+        tx.post_send(send_wr(src, len(m), wr_id=200 + i))
+        poll(p.cq, 2)
+    got = [bufs[i].read(32, 0) for i in range(3)]
+    check(f"{drv}: three SENDs land in the SRQ's first three buffers, in order",
+          got == msgs)
+    event = async_event(p.ctx, 3)
+    ev = event.event_type if event else None
+    check(f"{drv}: 3 of 6 WQEs left, under the limit of 4: IBV_EVENT_SRQ_LIMIT_REACHED",
+          ev == e.IBV_EVENT_SRQ_LIMIT_REACHED, f"event {ev}")
+    if event:
+        event.ack()
+    limit = srq.query().srq_limit
+    check(f"{drv}: the limit is disarmed after the event", limit == 0, f"limit {limit}")
+    for o in (rx, tx, src, *bufs, srq):
+        o.close()
 
 
 def main():

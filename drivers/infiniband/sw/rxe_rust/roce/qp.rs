@@ -69,6 +69,9 @@ pub struct QpConfig {
     pub access: Access,
     /// Signal every send WQE, not only those with `IB_SEND_SIGNALED`.
     pub sq_sig_all: bool,
+    /// Receive WQEs come from a shared receive queue: in the error state they stay there
+    /// (other QPs take them) instead of being flushed.
+    pub srq: bool,
 }
 
 /// Why a QP configuration was refused.

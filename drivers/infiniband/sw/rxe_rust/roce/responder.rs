@@ -131,6 +131,8 @@ pub struct Responder<const R: usize> {
     resources: [Option<Resource>; R],
     res_next: usize,
     error: bool,
+    /// Receive WQEs come from a shared receive queue.
+    srq: bool,
 }
 
 impl<const R: usize> Responder<R> {
@@ -154,6 +156,7 @@ impl<const R: usize> Responder<R> {
             resources: [None; R],
             res_next: 0,
             error: false,
+            srq: cfg.srq,
         }
     }
 
@@ -670,7 +673,7 @@ impl<const R: usize> Responder<R> {
 
     /// Completes every receive WQE left with a flush error (error state only).
     pub fn flush_recv<O: Output + ?Sized>(&mut self, out: &mut O) {
-        if !self.error {
+        if !self.error || self.srq {
             return;
         }
         while let Some(wr) = out.take_recv() {
