@@ -204,6 +204,22 @@ impl QpShared {
         self.state.load(Acquire)
     }
 
+    /// Completes the malformed send WQE at `index` with `IB_WC_LOC_QP_OP_ERR` and frees its
+    /// slot (the queue pair then goes to the error state).
+    pub(crate) fn complete_bad_wqe(&self, index: u32) {
+        let mut b = [0u8; param::SEND_WQE_SIZE];
+        let wr_id = match self.read_sq(index, &mut b) {
+            Ok(()) => send_wqe_id(&b).map_or(0, |(id, _)| id),
+            Err(_) => 0,
+        };
+        let wc = WorkCompletion {
+            status: bindings::ib_wc_status_IB_WC_LOC_QP_OP_ERR,
+            ..self.flushed(wr_id)
+        };
+        let _ = self.send_cq.post(&wc, &self.handle, false);
+        self.release_sq(self.next_sq_index(index));
+    }
+
     /// Moves the queue pair to the error state because its transport failed (retries
     /// exhausted, a NAK, a bad WQE): what it did not hold yet is flushed too.
     pub(crate) fn enter_error(&self) {

@@ -365,23 +365,24 @@ impl Worker {
         }
         let env = self.env(qp);
         let mut next = t.sq_read;
+        let mut bad = None;
         let failed = with_io(t, &env, tx, out, |roce, mem, io| {
             while roce.requester.outstanding() < crate::transport::SQ_WINDOW {
                 let Some(wr) = qp.next_send_wr(next) else {
                     break;
                 };
+                let index = next;
                 next = qp.next_sq_index(next);
-                match wr {
-                    Ok(wr) => {
-                        if roce.post_send(wr, mem, io).is_err() {
-                            break;
-                        }
-                    }
-                    Err(()) => {
-                        // A malformed WQE: the QP goes to the error state.
-                        roce.fail(io);
-                        break;
-                    }
+                let posted = match wr {
+                    Ok(wr) => roce.post_send(wr, mem, io).is_ok(),
+                    Err(()) => false,
+                };
+                if !posted {
+                    // A malformed WQE: what came before it is flushed, it completes with a
+                    // local QP operation error, and the QP goes to ERR.
+                    roce.fail(io);
+                    bad = Some(index);
+                    break;
                 }
             }
             roce.run(mem, io);
@@ -389,7 +390,10 @@ impl Worker {
         });
         t.sq_read = next;
         self.note_timers(qp, t);
-        if failed {
+        if let Some(index) = bad {
+            qp.complete_bad_wqe(index);
+        }
+        if failed || bad.is_some() {
             qp.enter_error();
         }
     }
