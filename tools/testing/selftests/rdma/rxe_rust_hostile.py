@@ -54,6 +54,18 @@ def mappings():
     return maps
 
 
+def drain(cq):
+    """Polls cq until it stays empty for 0.2 s (at most 5 s); returns the completions."""
+    wcs, idle = [], 0
+    deadline = time.time() + 5
+    while time.time() < deadline and idle < 20:
+        n, got = cq.poll(64)
+        wcs += got
+        idle = 0 if n else idle + 1
+        time.sleep(0.01)
+    return wcs
+
+
 def poke(mem, addr, data):
     mem.seek(addr)
     mem.write(data)
@@ -81,13 +93,7 @@ def flush_hostile(drv):
     attr.port_num = 1
     qp.to_init(attr)
     qp.modify(QPAttr(qp_state=e.IBV_QPS_ERR), e.IBV_QP_STATE)
-    wcs, idle = [], 0
-    deadline = time.time() + 5
-    while time.time() < deadline and idle < 20:
-        n, got = cq.poll(64)
-        wcs += got
-        idle = 0 if n else idle + 1
-        time.sleep(0.01)
+    wcs = drain(cq)
     flushed = all(wc.status == e.IBV_WC_WR_FLUSH_ERR for wc in wcs)
     start = time.time()
     qp.close()
@@ -140,13 +146,7 @@ def send_hostile(drv):
     mr = MR(pd, 64, e.IBV_ACCESS_LOCAL_WRITE)
     qp.post_send(SendWR(wr_id=7, opcode=e.IBV_WR_SEND, num_sge=1,
                         sg=[SGE(mr.buf, 16, mr.lkey)], send_flags=e.IBV_SEND_SIGNALED))
-    wcs, idle = [], 0
-    deadline = time.time() + 5
-    while time.time() < deadline and idle < 20:
-        n, got = cq.poll(64)
-        wcs += got
-        idle = 0 if n else idle + 1
-        time.sleep(0.01)
+    wcs = drain(cq)
     state = qp.query(e.IBV_QP_STATE)[0].qp_state
     check(f"{drv}: garbage send WQEs put the QP in the error state", state == e.IBV_QPS_ERR,
           f"state {state}")
