@@ -244,6 +244,11 @@ impl End {
 }
 
 fn pair(qp_type: QpType, retry_cnt: u8, rnr_retry: u8) -> (End, End) {
+    pair_with(qp_type, retry_cnt, rnr_retry, false)
+}
+
+/// Two connected endpoints; `srq`: they receive through shared receive queues.
+fn pair_with(qp_type: QpType, retry_cnt: u8, rnr_retry: u8, srq: bool) -> (End, End) {
     let mk = |qpn: u32, dest: u32, sq: u32, rq: u32| {
         let cfg = QpConfig {
             qp_type,
@@ -261,7 +266,7 @@ fn pair(qp_type: QpType, retry_cnt: u8, rnr_retry: u8) -> (End, End) {
             max_rd_atomic: 4,
             access: Access::from_bits(0x30f),
             sq_sig_all: true,
-            srq: false,
+            srq,
         };
         End {
             qp: Qp::new(&cfg).unwrap(),
@@ -776,4 +781,29 @@ fn every_rc_opcode_round_trips() {
         10
     );
     assert_eq!(b.mem.atomics, 3);
+}
+
+#[test]
+fn error_flushes_receive_wqes_unless_they_are_the_srqs() {
+    for srq in [false, true] {
+        let (mut a, _b) = pair_with(QpType::Rc, 7, 7, srq);
+        a.post_recv(1);
+        a.post_recv(2);
+        a.qp.fail(&mut a.io);
+        let flushed: Vec<_> =
+            a.io.done
+                .iter()
+                .filter(|c| c.queue == WorkQueue::Recv)
+                .map(|c| (c.wr_id, c.status))
+                .collect();
+        if srq {
+            assert!(flushed.is_empty(), "an SRQ's WQEs belong to every QP on it");
+            assert_eq!(a.io.recvs.len(), 2);
+        } else {
+            assert_eq!(
+                flushed,
+                [(101, WcStatus::WrFlushErr), (102, WcStatus::WrFlushErr)]
+            );
+        }
+    }
 }
