@@ -710,7 +710,10 @@ impl Qp {
         let shared = &self.shared;
         if next != cur {
             match next {
-                bindings::ib_qp_state_IB_QPS_RTR => {
+                // Kernel queue pairs get a transport once kernel memory (DMA and fast
+                // registration regions) can be reached: until then packets for them are
+                // dropped rather than failing the QP (QP1 included).
+                bindings::ib_qp_state_IB_QPS_RTR if shared.user => {
                     let sq_read = shared.sq.lock().consumer.index();
                     let t = Transport::new(shared, self.sq_sig_all, &st.attr, port_mtu, sq_read)?;
                     *shared.transport.lock() = Some(t);

@@ -9,7 +9,8 @@ Things rdma-core's suite does not exercise:
   count runs out and the send completes with IBV_WC_RETRY_EXC_ERR;
 - RDMA WRITE and READ of 256 KiB (many packets, many pages), compared byte
   for byte;
-- receiving through an SRQ, and its limit event when it runs low.
+- receiving through an SRQ, and its limit event when it runs low;
+- a user datagram to QP1 (the kernel's MAD layer): it must not break QP1.
 Each driver must give the same outcomes and move the same counters.
 KTAP output.
 """
@@ -21,7 +22,7 @@ import sys
 import signal
 import time
 
-from pyverbs.addr import AHAttr, GlobalRoute
+from pyverbs.addr import AH, AHAttr, GlobalRoute
 from pyverbs.cq import CQ
 from pyverbs.device import Context
 from pyverbs.mr import MR
@@ -182,9 +183,45 @@ def scenario(drv):
     check(f"{drv}: retry_exceeded_err moved", after["retry_exceeded_err"] > before["retry_exceeded_err"],
           f"{before.get('retry_exceeded_err')} -> {after.get('retry_exceeded_err')}")
     srq_scenario(drv, p)
+    gsi_scenario(drv, p)
     for o in (lost, p.a, p.b, src, dst, a_buf, b_buf, back, p.cq, p.pd):
         o.close()
     ctx.close()
+
+
+def qp1_state():
+    out = subprocess.run(["rdma", "res", "show", "qp", "link", f"{DEV}/1", "lqpn", "1"],
+                         capture_output=True, text=True).stdout
+    m = re.search(r"state (\w+)", out)
+    return m.group(1) if m else out.strip()
+
+
+def gsi_scenario(drv, p):
+    """A user UD datagram to QP1 with the GSI Q_Key: the MAD layer's QP stays in RTS."""
+    cap = QPCap(max_send_wr=4, max_recv_wr=4, max_send_sge=1, max_recv_sge=1)
+    ud = QP(p.pd, QPInitAttr(qp_type=e.IBV_QPT_UD, scq=p.cq, rcq=p.cq, cap=cap))
+    attr = QPAttr()
+    attr.qp_state = e.IBV_QPS_INIT
+    attr.pkey_index = 0
+    attr.port_num = 1
+    attr.qkey = 0x11111111
+    ud.to_rts(attr)
+    ah = AH(p.pd, attr=AHAttr(gr=GlobalRoute(dgid=p.gid, sgid_index=GID_INDEX),
+                              is_global=1, port_num=1))
+    buf = p.mr(256)
+    buf.write(os.urandom(256), 256)
+    wr = SendWR(wr_id=66, opcode=e.IBV_WR_SEND, num_sge=1,
+                sg=[SGE(buf.buf, 256, buf.lkey)], send_flags=e.IBV_SEND_SIGNALED)
+    wr.set_wr_ud(ah, 1, 0x80010000)
+    ud.post_send(wr)
+    w = poll(p.cq, 1)
+    check(f"{drv}: a user datagram to QP1 is sent",
+          len(w) == 1 and w[0].status == e.IBV_WC_SUCCESS, f"{[(x.wr_id, x.status) for x in w]}")
+    time.sleep(0.2)
+    state = qp1_state()
+    check(f"{drv}: QP1 (the MAD layer's) is still in RTS", state == "RTS", state)
+    for o in (ud, ah, buf):
+        o.close()
 
 
 def srq_scenario(drv, p):
