@@ -245,6 +245,7 @@ pub trait Driver: Sized + 'static {
     /// Unless `sleepable`, it runs in atomic context: allocate with `GFP_ATOMIC`.
     fn create_ah(
         _dev: &Device<Self>,
+        _pd: &Pd<Self>,
         _attr: &AhAttr,
         _sleepable: bool,
         _udata: &mut UData<'_>,
@@ -1187,15 +1188,17 @@ impl<T: Driver> OpsTable<T> {
     ) -> c_int {
         // SAFETY: The core passes a handle allocated with `size_ib_ah` (our container) whose
         // `device` is set, its attributes and an optional udata.
-        let (dev, attr, sleepable, mut udata) = unsafe {
+        let (dev, pd, attr, sleepable, mut udata) = unsafe {
             (
                 Ah::<T>::device_of(ibah),
+                // The core sets the domain, a live one of this device, before calling us.
+                Pd::<T>::from_raw((*ibah).pd),
                 &*AhAttr::from_raw((*init).ah_attr),
                 (*init).flags & bindings::rdma_create_ah_flags_RDMA_CREATE_AH_SLEEPABLE != 0,
                 UData::from_raw(udata),
             )
         };
-        match T::create_ah(dev, attr, sleepable, &mut udata) {
+        match T::create_ah(dev, pd, attr, sleepable, &mut udata) {
             Ok(data) => {
                 // SAFETY: The container's data field is valid for writes and uninitialised.
                 unsafe { Ah::<T>::data_ptr(ibah).write(data) };

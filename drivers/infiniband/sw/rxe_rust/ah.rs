@@ -22,6 +22,7 @@ use kernel::{
             GlobalRoute, //
         },
         device::Device,
+        object::Pd,
         udata::UData, //
     },
     sync::Arc,
@@ -30,6 +31,8 @@ use zerocopy_derive::Immutable;
 
 /// The address vector the data path sends to.
 pub(crate) struct Av {
+    /// The protection domain (its address: an identity, never dereferenced).
+    pd: usize,
     grh: GlobalRoute,
     dmac: [u8; 6],
     port_num: u32,
@@ -37,6 +40,12 @@ pub(crate) struct Av {
 }
 
 impl Av {
+    /// Returns the protection domain's identity: a UD send may use the handle only from a
+    /// queue pair of the same domain.
+    pub(crate) fn pd(&self) -> usize {
+        self.pd
+    }
+
     /// Returns the destination MAC.
     pub(crate) fn dmac(&self) -> [u8; 6] {
         self.dmac
@@ -69,6 +78,7 @@ impl Ah {
     /// Creates a handle for `attr` on `dev`.
     pub(crate) fn new(
         dev: &Device<Rxe>,
+        pd: &Pd<Rxe>,
         attr: &AhAttr,
         sleepable: bool,
         udata: &mut UData<'_>,
@@ -86,6 +96,7 @@ impl Ah {
         let gfp = if sleepable { GFP_KERNEL } else { GFP_ATOMIC };
         let av = Arc::new(
             Av {
+                pd: pd.as_raw() as usize,
                 grh,
                 dmac: attr.roce_dmac().unwrap_or_default(),
                 port_num: attr.port_num,

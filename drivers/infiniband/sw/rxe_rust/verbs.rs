@@ -270,11 +270,12 @@ impl Driver for Rxe {
 
     fn create_ah(
         dev: &Device<Self>,
+        pd: &object::Pd<Self>,
         attr: &AhAttr,
         sleepable: bool,
         udata: &mut UData<'_>,
     ) -> Result<Ah> {
-        Ah::new(dev, attr, sleepable, udata)
+        Ah::new(dev, pd, attr, sleepable, udata)
     }
 
     fn query_ah(ah: &object::Ah<Self>, attr: &mut AhAttr) -> Result {

@@ -17,7 +17,8 @@ use crate::{
     roce::{
         io::TimerId,
         packet::Packet as RocePacket,
-        qp::QpState, //
+        qp::QpState,
+        wqe::Remote, //
     },
     stats::{
         Counter,
@@ -374,6 +375,8 @@ impl Worker {
                 let index = next;
                 next = qp.next_sq_index(next);
                 let posted = match wr {
+                    // A datagram's address handle must exist and be in the QP's domain.
+                    Ok(wr) if !self.ah_usable(qp, &wr.remote) => false,
                     Ok(wr) => roce.post_send(wr, mem, io).is_ok(),
                     Err(()) => false,
                 };
@@ -395,6 +398,14 @@ impl Worker {
         }
         if failed || bad.is_some() {
             qp.enter_error();
+        }
+    }
+
+    /// Returns whether a UD send to `remote` may use its address handle from `qp`.
+    fn ah_usable(&self, qp: &QpShared, remote: &Remote) -> bool {
+        match remote {
+            Remote::Ud { ah_num, .. } => self.ahs.get(*ah_num).is_some_and(|av| av.pd() == qp.pd),
+            _ => true,
         }
     }
 

@@ -197,7 +197,8 @@ def qp1_state():
 
 
 def gsi_scenario(drv, p):
-    """A user UD datagram to QP1 with the GSI Q_Key: the MAD layer's QP stays in RTS."""
+    """A user UD datagram to QP1 with the GSI Q_Key: the MAD layer's QP stays in RTS.
+    Then a datagram through another PD's address handle: refused."""
     cap = QPCap(max_send_wr=4, max_recv_wr=4, max_send_sge=1, max_recv_sge=1)
     ud = QP(p.pd, QPInitAttr(qp_type=e.IBV_QPT_UD, scq=p.cq, rcq=p.cq, cap=cap))
     attr = QPAttr()
@@ -220,7 +221,25 @@ def gsi_scenario(drv, p):
     time.sleep(0.2)
     state = qp1_state()
     check(f"{drv}: QP1 (the MAD layer's) is still in RTS", state == "RTS", state)
-    for o in (ud, ah, buf):
+    # An address handle of another protection domain: the send fails.
+    other = PD(p.ctx)
+    foreign = AH(other, attr=AHAttr(gr=GlobalRoute(dgid=p.gid, sgid_index=GID_INDEX),
+                                    is_global=1, port_num=1))
+    ud2 = QP(p.pd, QPInitAttr(qp_type=e.IBV_QPT_UD, scq=p.cq, rcq=p.cq, cap=cap))
+    ud2.to_rts(attr)
+    wr = SendWR(wr_id=67, opcode=e.IBV_WR_SEND, num_sge=1,
+                sg=[SGE(buf.buf, 16, buf.lkey)], send_flags=e.IBV_SEND_SIGNALED)
+    wr.set_wr_ud(foreign, ud.qp_num, 0x11111111)
+    ud2.post_send(wr)
+    w = poll(p.cq, 1)
+    got = [(x.wr_id, x.status) for x in w]
+    check(f"{drv}: a UD send through another PD's address handle fails",
+          len(w) == 1 and w[0].wr_id == 67 and w[0].status != e.IBV_WC_SUCCESS, f"{got}")
+    if drv == "rdma_rxe_rust":
+        # The C driver reports IBV_WC_WR_FLUSH_ERR for the offending WQE itself.
+        check(f"{drv}: ... with IBV_WC_LOC_QP_OP_ERR, the error that caused it",
+              len(w) == 1 and w[0].status == e.IBV_WC_LOC_QP_OP_ERR, f"{got}")
+    for o in (ud, ud2, ah, foreign, other, buf):
         o.close()
 
 
