@@ -4,7 +4,9 @@
 #
 #   make          set up what is missing, build, boot the VM, run the demo
 #   make test     build, then run every test and print a TAP report
-#   make build    set up and build only (kernel, modules)
+#   make build    set up and build only (the debug test kernel, modules)
+#   make kernel-plain  the same kernel without the debug checkers, in
+#                 build/obj-plain (for benchmarks; only when asked)
 #   make shell    interactive shell in the VM (scripts/vm-run --shell)
 #   make fuzz     fuzz the protocol core's parsers, bounded (FUZZ_TIME s per target)
 #   make clean    remove the kernel build output (keeps downloads)
@@ -17,9 +19,11 @@ PRISTINE := $(B)/linux-7.2
 SRC := $(B)/src
 OBJ := $(B)/obj
 MODROOT := $(B)/modroot
+PLAIN_OBJ := $(B)/obj-plain
+PLAIN_MODROOT := $(B)/modroot-plain
 PHASE := scripts/phase
 
-.PHONY: all build deps sources overlay config kernel demo test shell fuzz clean distclean
+.PHONY: all build deps sources overlay config kernel kernel-plain demo test shell fuzz clean distclean
 
 all: build
 	@$(PHASE) demo scripts/vm-run --timeout 600 -- scripts/demo
@@ -42,6 +46,11 @@ kernel: config
 	@$(PHASE) kernel scripts/build-kernel $(SRC) $(OBJ) $(MODROOT)
 	@$(PHASE) testmods scripts/build-test-modules $(SRC) $(OBJ) $(MODROOT)
 
+kernel-plain: overlay
+	@$(PHASE) config-plain scripts/configure-kernel $(SRC) $(PLAIN_OBJ) rxe_rust_vm.config
+	@$(PHASE) kernel-plain scripts/build-kernel $(SRC) $(PLAIN_OBJ) $(PLAIN_MODROOT)
+	@$(PHASE) testmods-plain scripts/build-test-modules $(SRC) $(PLAIN_OBJ) $(PLAIN_MODROOT)
+
 test: build
 	@$(PHASE) test tests/run
 
@@ -53,7 +62,7 @@ fuzz:
 	@$(PHASE) fuzz tools/rxe-roce/fuzz.sh
 
 clean:
-	rm -rf $(OBJ) $(MODROOT) $(B)/vm $(B)/test-modules
+	rm -rf $(OBJ) $(MODROOT) $(PLAIN_OBJ) $(PLAIN_MODROOT) $(B)/vm $(B)/test-modules*
 
 distclean:
 	rm -rf $(B)
