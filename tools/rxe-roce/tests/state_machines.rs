@@ -807,3 +807,68 @@ fn error_flushes_receive_wqes_unless_they_are_the_srqs() {
         }
     }
 }
+
+/// Delivers to `b` an RDMA READ request from `a` whose RETH says `dma_len` bytes; returns
+/// `b`'s answer.
+fn read_request_of(a: &mut End, b: &mut End, dma_len: u32) -> Vec<Vec<u8>> {
+    a.post(wr(
+        0,
+        WrOpcode::RdmaRead,
+        Remote::Rdma {
+            addr: REMOTE,
+            rkey: RKEY,
+        },
+        4,
+    ));
+    let mut reqs = a.take_sent();
+    assert_eq!(reqs.len(), 1);
+    // The RETH follows the 12-byte BTH: VA (8 bytes), R_Key (4), DMA length (4).
+    reqs[0][24..28].copy_from_slice(&dma_len.to_be_bytes());
+    assert_eq!(
+        Packet::parse(&reqs[0]).unwrap().reth().unwrap().dma_len(),
+        dma_len
+    );
+    b.deliver(&reqs);
+    b.take_sent()
+}
+
+#[test]
+fn reth_dma_len_over_2_pow_31_naks_invalid_request() {
+    // At a 256-byte MTU a READ of 2^32 - 1 bytes would take 2^24 PSNs: the expected PSN
+    // would wrap onto itself. The C driver's check_length refuses it (IBA C9-94).
+    let (mut a, mut b) = pair(QpType::Rc, 7, 7);
+    let resp = read_request_of(&mut a, &mut b, u32::MAX);
+    assert_eq!(
+        opcodes(&resp),
+        [(
+            Opcode::RC_ACKNOWLEDGE,
+            0xff_fffe,
+            Some(Syndrome::Nak(NakCode::InvalidRequest))
+        )]
+    );
+    assert_eq!(b.io.events, [AsyncEvent::RequestError]);
+    assert_eq!(b.qp.state(), QpState::Error);
+
+    let (mut a, mut b) = pair(QpType::Rc, 7, 7);
+    let resp = read_request_of(&mut a, &mut b, (1 << 31) + 1);
+    assert_eq!(
+        opcodes(&resp)[0].2,
+        Some(Syndrome::Nak(NakCode::InvalidRequest))
+    );
+}
+
+#[test]
+fn reth_dma_len_of_2_pow_31_passes_the_length_check() {
+    // 2^31 itself is allowed: the request goes on to the R_Key check, which refuses the
+    // range (the remote buffer is smaller).
+    let (mut a, mut b) = pair(QpType::Rc, 7, 7);
+    let resp = read_request_of(&mut a, &mut b, 1 << 31);
+    assert_eq!(
+        opcodes(&resp),
+        [(
+            Opcode::RC_ACKNOWLEDGE,
+            0xff_fffe,
+            Some(Syndrome::Nak(NakCode::RemoteAccessError))
+        )]
+    );
+}

@@ -108,6 +108,19 @@ enum Fault {
     Operational,
 }
 
+/// The largest DMA length a RETH may carry (IBA C9-94): 2^31 bytes.
+const MAX_DMA_LEN: u32 = 1 << 31;
+
+/// Checks the DMA length of the packet's RETH, if it has one, as the C driver's
+/// `check_length`: a longer one is a length error (an RDMA READ of up to 2^32 - 1 bytes would
+/// reserve more PSNs than the 2^23 of a valid window).
+fn check_dma_len(pkt: &Packet<'_>) -> Result<(), Fault> {
+    match pkt.reth() {
+        Some(reth) if reth.dma_len() > MAX_DMA_LEN => Err(Fault::Length),
+        _ => Ok(()),
+    }
+}
+
 /// The receive side of a QP, with `R` responder resources.
 #[derive(Debug)]
 pub struct Responder<const R: usize> {
@@ -233,7 +246,7 @@ impl<const R: usize> Responder<R> {
             return;
         }
         let class = pkt.opcode().class();
-        let result = match class {
+        let result = check_dma_len(pkt).and_then(|()| match class {
             OpClass::Send | OpClass::RdmaWrite => self.send_write(pkt, mem, out).map(|()| 1),
             OpClass::RdmaRead => self.read(pkt, mem, out),
             OpClass::Atomic => self.atomic(pkt, mem, out).map(|()| 1),
@@ -242,7 +255,7 @@ impl<const R: usize> Responder<R> {
             OpClass::ReadResponse | OpClass::Acknowledge | OpClass::AtomicAcknowledge => {
                 Err(Fault::Invalid)
             }
-        };
+        });
         match result {
             Ok(npsn) => {
                 self.epsn = psn.add(npsn);
@@ -706,7 +719,7 @@ impl<const R: usize> Responder<R> {
             return;
         }
         self.epsn = psn.next();
-        match self.send_write(pkt, mem, out) {
+        match check_dma_len(pkt).and_then(|()| self.send_write(pkt, mem, out)) {
             Ok(()) => {}
             Err(Fault::Length) => {
                 if let Some(wr) = self.recv.take() {
