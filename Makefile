@@ -7,6 +7,9 @@
 #   make build    set up and build only (the debug test kernel, modules)
 #   make kernel-plain  the same kernel without the debug checkers, in
 #                 build/obj-plain (for benchmarks; only when asked)
+#   make bench    perftest, C rdma_rxe vs rdma_rxe_rust in one VM boot (not a
+#                 test; builds kernel-plain on demand; BENCH_ARGS=--quick,
+#                 BENCH_KERNEL=debug: see scripts/bench --help)
 #   make shell    interactive shell in the VM (scripts/vm-run --shell)
 #   make fuzz     fuzz the protocol core's parsers, bounded (FUZZ_TIME s per target)
 #   make clean    remove the kernel build output (keeps downloads)
@@ -22,8 +25,9 @@ MODROOT := $(B)/modroot
 PLAIN_OBJ := $(B)/obj-plain
 PLAIN_MODROOT := $(B)/modroot-plain
 PHASE := scripts/phase
+BENCH_KERNEL ?= plain
 
-.PHONY: all build deps sources overlay config kernel kernel-plain demo test shell fuzz clean distclean
+.PHONY: all build deps sources overlay config kernel kernel-plain bench demo test shell fuzz clean distclean
 
 all: build
 	@$(PHASE) demo scripts/vm-run --timeout 600 -- scripts/demo
@@ -53,6 +57,9 @@ kernel-plain: overlay
 
 test: build
 	@$(PHASE) test tests/run
+
+bench: $(if $(filter debug,$(BENCH_KERNEL)),kernel,kernel-plain)
+	@$(PHASE) bench scripts/bench --kernel $(BENCH_KERNEL) $(BENCH_ARGS)
 
 shell: build
 	scripts/vm-run --shell

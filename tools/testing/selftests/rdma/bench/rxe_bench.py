@@ -1,0 +1,812 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0
+"""rdma_rxe against rdma_rxe_rust: perftest figures from one VM boot.
+
+Not a test: it never fails on a slow figure, and `make test` does not run it
+(its name is not rxe_rust_*.sh). `scripts/bench` (`make bench`) boots the VM
+and calls `rxe_bench.py run` inside it, then `report` on the host.
+
+    rxe_bench.py run [--quick] [--reps N] [--filter RE] [--paths ...] [--drivers ...]
+        inside the VM: for the C driver rdma_rxe, then rdma_rxe_rust (never
+        both loaded), run every selected perftest figure on every path,
+        --reps times; write the raw results as JSON ($VM_OUT/bench-raw.json)
+        and print the table.
+    rxe_bench.py report RAW.json [--svg FILE] [--json FILE]
+        the table (median of the repetitions, Rust/C ratio), a summary JSON
+        and an SVG plot (one panel per figure, C and Rust side by side).
+    rxe_bench.py plan [options]
+        the figures a run would take and its estimated time.
+
+Paths: "loopback" (one device rxe0 on eth0, server and client on it, the
+client connecting to 127.0.0.1) and "veth" (two network namespaces joined by
+a veth pair, one device in each). Every perftest run is bounded by a time-out;
+a run that fails or times out is recorded as n/a and the harness carries on.
+"""
+
+import argparse
+import json
+import os
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import time
+
+DRIVERS = {"c": "rdma_rxe", "rust": "rdma_rxe_rust"}
+DRIVER_LABEL = {"c": "C", "rust": "Rust"}
+PATHS = ("loopback", "veth")
+REPS = 3
+RUN_TIMEOUT = 120
+PROBE_TIMEOUT = 30
+# After this many failed runs in a row on one driver and path, the rest of
+# that path is recorded n/a without running (a driver that cannot do the
+# path would otherwise cost a time-out per figure).
+MAX_FAILS_IN_A_ROW = 3
+
+# veth path: namespaces, interfaces, addresses, RDMA devices.
+NS = ("rxbench_a", "rxbench_b")
+VETH = ("rxbv_a", "rxbv_b")
+ADDR = ("198.18.77.1", "198.18.77.2")
+VETH_DEV = ("rxbench_a", "rxbench_b")
+LO_NETDEV = "eth0"
+LO_ADDR = "198.18.0.1"
+LO_DEV = "rxe0"
+
+KIB = 1024
+MIB = 1024 * 1024
+
+
+def size_name(size):
+    if size >= MIB and size % MIB == 0:
+        return f"{size // MIB}M"
+    if size >= KIB and size % KIB == 0:
+        return f"{size // KIB}K"
+    return str(size)
+
+
+class Run:
+    """One perftest invocation (client and server) and the figures it yields."""
+
+    def __init__(self, prog, size, q, iters, kind):
+        self.prog, self.size, self.q, self.iters, self.kind = prog, size, q, iters, kind
+        short = prog[3:]  # ib_write_bw -> write_bw
+        if prog == "ib_atomic_bw":
+            self.id = f"{short}-q{q}"
+        elif kind == "lat":
+            self.id = f"{short}-{size_name(size)}"
+        else:
+            self.id = f"{short}-{size_name(size)}-q{q}"
+
+    def figures(self):
+        """(figure id, metric key, unit, higher is better)."""
+        if self.kind == "lat":
+            return [(f"{self.id}-median", "t_typical", "us", False),
+                    (f"{self.id}-t_min", "t_min", "us", False)]
+        if self.size < 4096:
+            return [(self.id, "kmsgs", "kmsg/s", True)]
+        return [(self.id, "mbs", "MB/s", True)]
+
+    def args(self, iters):
+        a = [self.prog, "-n", str(iters), "-F"]
+        if self.prog != "ib_atomic_bw":
+            a += ["-s", str(self.size)]
+        if self.q != 1:
+            a += ["-q", str(self.q)]
+        return a
+
+
+# Iterations sized so that a run moves data for about 1-2 s on the plain
+# kernel under TCG (C driver: ~45k 64-byte messages/s, ~40 MB/s at 64 KiB,
+# ~50 us 2-byte latency); with -q 4, -n counts per queue pair.
+BW_ITERS = {64: 20000, 4 * KIB: 5000, 64 * KIB: 1000, MIB: 60}
+LAT_ITERS = {2: 2000, 4 * KIB: 1000}
+
+
+def catalogue():
+    runs = []
+    for prog in ("ib_write_bw", "ib_read_bw", "ib_send_bw"):
+        for q in (1, 4):
+            for size, iters in BW_ITERS.items():
+                runs.append(Run(prog, size, q, max(iters // q, 5), "bw"))
+    for q in (1, 4):
+        runs.append(Run("ib_atomic_bw", 8, q, 20000 // q, "bw"))
+    for prog in ("ib_send_lat", "ib_write_lat", "ib_read_lat"):
+        for size, iters in LAT_ITERS.items():
+            runs.append(Run(prog, size, 1, iters, "lat"))
+    return runs
+
+
+QUICK_RUNS = ("write_bw-64-q1", "write_bw-64K-q1", "write_bw-64K-q4", "read_bw-64K-q1",
+              "send_bw-64K-q1", "atomic_bw-q1", "send_lat-2", "read_lat-2")
+QUICK_SCALE = 0.25
+
+
+def selected(opts):
+    runs = catalogue()
+    if opts.quick:
+        runs = [r for r in runs if r.id in QUICK_RUNS]
+    if opts.filter:
+        pat = re.compile(opts.filter)
+        runs = [r for r in runs
+                if pat.search(r.id) or any(pat.search(f[0]) for f in r.figures())]
+    return runs
+
+
+def iters_of(run, opts):
+    scale = opts.iters_scale * (QUICK_SCALE if opts.quick else 1.0)
+    return max(5, int(run.iters * scale))
+
+
+# --- the time estimate ------------------------------------------------------
+
+# Rough model of a run on the plain kernel under TCG with 2 vCPUs: a fixed
+# cost (two perftest processes, device open, memory registration, the TCP
+# exchange) plus the transfer at the slower driver's rate.
+RUN_OVERHEAD = 4.0
+EST_RATE = {64: 0.9, 4 * KIB: 20.0, 64 * KIB: 35.0, MIB: 25.0}  # MB/s, the slower driver
+EST_LAT = {2: 80e-6, 4 * KIB: 250e-6}  # s per round trip
+
+
+def estimate_run(run, iters):
+    if run.kind == "lat":
+        return RUN_OVERHEAD + iters * EST_LAT[run.size] * 2
+    if run.prog == "ib_atomic_bw":
+        return RUN_OVERHEAD + iters * run.q / 15000.0
+    return RUN_OVERHEAD + iters * run.q * run.size / (EST_RATE[run.size] * MIB)
+
+
+def estimate(opts, history=None):
+    """Seconds a run with these options should take inside the VM.
+
+    history (from history_from) replaces the model where an earlier run on
+    the same kernel measured a figure; a driver's path that failed entirely
+    then costs only its probe.
+    """
+    history = history or {}
+    total = 0.0
+    for drv in opts.drivers:
+        for path in opts.paths:
+            if (drv, path) in history.get("dead", ()):
+                total += PROBE_TIMEOUT
+                continue
+            for r in selected(opts):
+                n = iters_of(r, opts)
+                per_iter = history.get("per_iter", {}).get((drv, path, r.id))
+                total += (per_iter * n if per_iter else estimate_run(r, n)) * opts.reps
+            total += 5  # the probe
+    total += opts.reps * 1.5 + 20 * len(opts.drivers)  # memcpy, module and device setup
+    return total
+
+
+def history_from(raw):
+    """Seconds per iteration of each driver, path and run of an earlier raw
+    result, and the driver/path pairs on which every run failed."""
+    per_iter, seen, ok = {}, set(), set()
+    for r in raw.get("runs", []):
+        dp = (r["driver"], r["path"])
+        seen.add(dp)
+        if r.get("ok") and r.get("iters") and r["run"] != "probe":
+            ok.add(dp)
+            k = (r["driver"], r["path"], r["run"])
+            per_iter[k] = max(per_iter.get(k, 0.0), r["seconds"] / r["iters"])
+    return {"per_iter": per_iter, "dead": seen - ok}
+
+
+# --- inside the VM ------------------------------------------------------------
+
+def sh(cmd, timeout=60, check=False):
+    p = subprocess.run(cmd, shell=isinstance(cmd, str), capture_output=True, text=True,
+                       timeout=timeout)
+    if check and p.returncode != 0:
+        raise RuntimeError(f"{cmd}: {p.stderr.strip() or p.stdout.strip()}")
+    return p
+
+
+def log(msg):
+    print(msg, flush=True)
+
+
+def module_loaded(name):
+    with open("/proc/modules") as f:
+        return any(line.split()[0] == name for line in f)
+
+
+def unload_all():
+    """Delete every RDMA link and unload both drivers; bounded, never raises."""
+    try:
+        devs = os.listdir("/sys/class/infiniband")
+    except OSError:
+        devs = []
+    cmds = [["rdma", "link", "del", dev] for dev in devs]
+    cmds += [["rmmod", mod] for mod in DRIVERS.values() if module_loaded(mod)]
+    for cmd in cmds:
+        try:
+            p = sh(cmd, timeout=120)
+            if p.returncode != 0:
+                log(f"bench: {' '.join(cmd)}: {p.stderr.strip()}")
+        except subprocess.TimeoutExpired:
+            log(f"bench: {' '.join(cmd)}: still running after 120 s")
+
+
+def gid_of(addr):
+    parts = [int(x) for x in addr.split(".")]
+    return "0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x" % tuple(parts)
+
+
+def gid_index(dev, addr, wait=10.0):
+    """The GID table index of the RoCEv2 GID of an IPv4 address."""
+    want = gid_of(addr)
+    base = f"/sys/class/infiniband/{dev}/ports/1/gids"
+    end = time.monotonic() + wait
+    while True:
+        try:
+            for n in sorted(os.listdir(base), key=int):
+                try:
+                    with open(f"{base}/{n}") as f:
+                        if f.read().strip() == want:
+                            return int(n)
+                except OSError:
+                    continue
+        except OSError:
+            pass
+        if time.monotonic() > end:
+            raise RuntimeError(f"{dev}: no GID for {addr}")
+        time.sleep(0.2)
+
+
+def setup_netns():
+    for ns in NS:
+        sh(["ip", "netns", "del", ns])
+    sh(["ip", "netns", "add", NS[0]], check=True)
+    sh(["ip", "netns", "add", NS[1]], check=True)
+    sh(["ip", "link", "add", VETH[0], "netns", NS[0], "type", "veth",
+        "peer", "name", VETH[1], "netns", NS[1]], check=True)
+    for ns, veth, addr in zip(NS, VETH, ADDR):
+        sh(["ip", "-n", ns, "link", "set", "lo", "up"], check=True)
+        sh(["ip", "-n", ns, "addr", "add", f"{addr}/24", "dev", veth], check=True)
+        sh(["ip", "-n", ns, "link", "set", veth, "up"], check=True)
+
+
+class Endpoint:
+    """Where a perftest process runs: device, GID index, namespace."""
+
+    def __init__(self, dev, gid, ns=None):
+        self.dev, self.gid, self.ns = dev, gid, ns
+
+    def argv(self, args):
+        pre = ["ip", "netns", "exec", self.ns] if self.ns else []
+        return pre + args + ["-d", self.dev, "-x", str(self.gid)]
+
+
+def setup_devices(paths):
+    """Add the RDMA links of the loaded driver; endpoints per path."""
+    eps = {}
+    if "loopback" in paths:
+        sh(["rdma", "link", "add", LO_DEV, "type", "rxe", "netdev", LO_NETDEV], check=True)
+        g = gid_index(LO_DEV, LO_ADDR)
+        eps["loopback"] = (Endpoint(LO_DEV, g), Endpoint(LO_DEV, g), "127.0.0.1")
+    if "veth" in paths:
+        ends = []
+        for ns, veth, dev, addr in zip(NS, VETH, VETH_DEV, ADDR):
+            sh(["ip", "netns", "exec", ns, "rdma", "link", "add", dev, "type", "rxe",
+                "netdev", veth], check=True)
+            ends.append(Endpoint(dev, gid_index(dev, addr), ns))
+        eps["veth"] = (ends[0], ends[1], ADDR[0])
+    return eps
+
+
+def listening(pid, port):
+    """Whether process pid's network namespace has a TCP listener on port."""
+    for name in ("tcp", "tcp6"):
+        try:
+            with open(f"/proc/{pid}/net/{name}") as f:
+                next(f)
+                for line in f:
+                    fields = line.split()
+                    if fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:
+                        return True
+        except (OSError, StopIteration, IndexError, ValueError):
+            pass
+    return False
+
+
+def kill(p):
+    if p.poll() is not None:
+        return
+    try:
+        os.killpg(p.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    try:
+        p.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        log(f"bench: process {p.pid} does not die (stuck in the kernel?)")
+
+
+def parse(out, kind):
+    """Figures from a perftest client's output, or None."""
+    lines = out.splitlines()
+    for i, line in enumerate(lines):
+        if line.strip().startswith("#bytes"):
+            for data in lines[i + 1:]:
+                f = data.split()
+                if len(f) >= 5 and re.fullmatch(r"\d+", f[0]):
+                    try:
+                        v = [float(x) for x in f[:9] if re.fullmatch(r"[-+.\deE]+", x)]
+                    except ValueError:
+                        return None
+                    if kind == "lat":
+                        if len(v) < 5:
+                            return None
+                        return {"t_min": v[2], "t_max": v[3], "t_typical": v[4],
+                                "t_avg": v[5] if len(v) > 5 else None}
+                    return {"mbs": v[3], "mbs_peak": v[2], "kmsgs": v[4] * 1000.0}
+            return None
+    return None
+
+
+class Runner:
+    def __init__(self, opts):
+        self.opts = opts
+        self.port = 18515
+        self.results = []
+        self.done = 0
+        self.start = time.monotonic()
+        self.total = 0
+
+    def next_port(self):
+        self.port = 18515 + (self.port - 18515 + 1) % 2000
+        return self.port
+
+    def perftest(self, args, eps, timeout):
+        """Run one perftest pair; (figures or None, error, seconds, client output)."""
+        server, client, host = eps
+        port = self.next_port()
+        argv = args + ["-p", str(port)]
+        t0 = time.monotonic()
+        srv = subprocess.Popen(server.argv(argv), stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, start_new_session=True)
+        cli = None
+        try:
+            end = t0 + min(timeout, 30)
+            while not listening(srv.pid, port):
+                if srv.poll() is not None:
+                    out, err = srv.communicate()
+                    return (None, "server exited: " + last_line(err, out), time.monotonic() - t0,
+                            out + err)
+                if time.monotonic() > end:
+                    return None, "server did not listen", time.monotonic() - t0, ""
+                time.sleep(0.05)
+            cli = subprocess.Popen(client.argv(argv + [host]), stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE, text=True, start_new_session=True)
+            try:
+                out, err = cli.communicate(timeout=max(1, timeout - (time.monotonic() - t0)))
+            except subprocess.TimeoutExpired:
+                return None, f"timed out after {timeout} s", time.monotonic() - t0, ""
+            secs = time.monotonic() - t0
+            if cli.returncode != 0:
+                return (None, f"client exit {cli.returncode}: {last_line(err, out)}", secs,
+                        out + err)
+            vals = parse(out, "lat" if "_lat" in args[0] else "bw")
+            if vals is None:
+                return None, "no result line: " + last_line(err, out), secs, out + err
+            try:
+                srv.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
+            return vals, None, secs, out
+        finally:
+            if cli is not None:
+                kill(cli)
+            kill(srv)
+
+    def record(self, **kw):
+        self.results.append(kw)
+
+    def progress(self, msg):
+        self.done += 1
+        el = time.monotonic() - self.start
+        log(f"[{self.done}/{self.total} {int(el // 60)}:{int(el % 60):02d}] {msg}")
+
+    def path_runs(self, drv, path, eps, runs, rep, state):
+        for run in runs:
+            key = (drv, path, run.id)
+            if state["dead"].get((drv, path)):
+                self.record(driver=drv, path=path, run=run.id, rep=rep, ok=False,
+                            error=state["dead"][(drv, path)], seconds=0, iters=None)
+                self.progress(f"{drv} {path} {run.id} rep {rep + 1}: n/a (skipped)")
+                continue
+            if key in state["failed"]:
+                self.record(driver=drv, path=path, run=run.id, rep=rep, ok=False,
+                            error="failed in an earlier repetition: " + state["failed"][key],
+                            seconds=0, iters=None)
+                self.progress(f"{drv} {path} {run.id} rep {rep + 1}: n/a (failed before)")
+                continue
+            iters = iters_of(run, self.opts)
+            vals, err, secs, out = self.perftest(run.args(iters), eps, self.opts.run_timeout)
+            self.record(driver=drv, path=path, run=run.id, rep=rep, ok=vals is not None,
+                        values=vals, error=err, seconds=round(secs, 2), iters=iters)
+            if vals is None:
+                state["failed"][key] = err
+                n = state["in_a_row"].get((drv, path), 0) + 1
+                state["in_a_row"][(drv, path)] = n
+                if n >= MAX_FAILS_IN_A_ROW:
+                    state["dead"][(drv, path)] = f"{n} runs in a row failed on this path"
+                self.progress(f"{drv} {path} {run.id} rep {rep + 1}: n/a ({err}) {secs:.1f} s")
+                if self.opts.verbose and out:
+                    log("\n".join("  | " + x for x in out.splitlines()[-15:]))
+            else:
+                state["in_a_row"][(drv, path)] = 0
+                shown = ", ".join(f"{k} {vals[k]:.2f}" for _, k, _, _ in run.figures())
+                self.progress(f"{drv} {path} {run.id} rep {rep + 1}: {shown} ({secs:.1f} s)")
+
+    def probe(self, drv, path, eps, state):
+        """A short write: can this driver do this path at all?"""
+        vals, err, secs, out = self.perftest(["ib_write_bw", "-n", "20", "-F", "-s", "4096"],
+                                             eps, PROBE_TIMEOUT)
+        ok = vals is not None
+        log(f"bench: probe {drv} {path}: {'ok' if ok else 'FAILED: ' + err} ({secs:.1f} s)")
+        if not ok:
+            if self.opts.verbose and out:
+                log("\n".join("  | " + x for x in out.splitlines()[-15:]))
+            state["dead"][(drv, path)] = f"probe failed: {err}"
+        self.record(driver=drv, path=path, run="probe", rep=0, ok=ok, values=vals,
+                    error=err, seconds=round(secs, 2), iters=20)
+
+
+def last_line(err, out=""):
+    """The line that best says why a perftest run failed."""
+    for text in (err, out):
+        lines = [x.strip() for x in (text or "").splitlines() if x.strip()]
+        if lines:
+            return lines[-1][:200]
+    return "(no output)"
+
+
+def memcpy_bw(opts):
+    exe = opts.memcpy or os.path.join(os.environ.get("RXE_BUILD", "build"), "bench", "memcpy_bw")
+    if not os.access(exe, os.X_OK):
+        log(f"bench: no {exe} (scripts/bench builds it): memcpy bound n/a")
+        return None
+    try:
+        p = sh([exe, "1"], timeout=60)
+        return float(p.stdout.strip())
+    except (subprocess.TimeoutExpired, ValueError):
+        return None
+
+
+def kernel_flavor():
+    try:
+        import gzip
+        with gzip.open("/proc/config.gz", "rt") as f:
+            cfg = f.read()
+        return "debug" if "CONFIG_KASAN=y" in cfg else "plain"
+    except OSError:
+        return "unknown"
+
+
+def perftest_version():
+    # The VM hides /var/lib (dpkg's database) under a tmpfs: the package's
+    # changelog names the version too.
+    try:
+        import gzip
+        with gzip.open("/usr/share/doc/perftest/changelog.Debian.gz", "rt") as f:
+            m = re.match(r"perftest \(([^)]*)\)", f.readline())
+        return m.group(1) if m else "unknown"
+    except OSError:
+        return "unknown"
+
+
+def cmd_run(opts):
+    runs = selected(opts)
+    meta = {
+        "date": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "kernel": os.uname().release,
+        "flavor": kernel_flavor(),
+        "vcpus": os.cpu_count(),
+        "perftest": perftest_version(),
+        "reps": opts.reps,
+        "quick": opts.quick,
+        "filter": opts.filter,
+        "iters_scale": opts.iters_scale,
+        "paths": opts.paths,
+        "drivers": opts.drivers,
+        "run_timeout": opts.run_timeout,
+        "label": opts.label,
+    }
+    log(f"bench: {len(runs)} runs x {opts.reps} reps x {len(opts.drivers)} drivers x "
+        f"{len(opts.paths)} paths; kernel {meta['kernel']} ({meta['flavor']}), "
+        f"{meta['vcpus']} vCPUs, perftest {meta['perftest']}; estimate for the plain "
+        f"kernel {estimate(opts) / 60:.0f} min")
+    r = Runner(opts)
+    r.total = len(runs) * opts.reps * len(opts.drivers) * len(opts.paths)
+    mem = []
+    for rep in range(opts.reps):
+        v = memcpy_bw(opts)
+        log(f"bench: memcpy 64 MiB rep {rep + 1}: {v} MB/s")
+        mem.append(v)
+    state = {"failed": {}, "in_a_row": {}, "dead": {}}
+    if "veth" in opts.paths:
+        try:
+            setup_netns()
+        except (RuntimeError, subprocess.TimeoutExpired) as e:
+            log(f"bench: veth setup failed: {e}")
+            for drv in opts.drivers:
+                state["dead"][(drv, "veth")] = f"veth setup failed: {e}"
+    for drv in opts.drivers:
+        mod = DRIVERS[drv]
+        unload_all()
+        try:
+            sh(["modprobe", mod], check=True)
+            eps = setup_devices([p for p in opts.paths if (drv, p) not in state["dead"]])
+        except (RuntimeError, subprocess.TimeoutExpired) as e:
+            log(f"bench: {mod}: setup failed: {e}")
+            for path in opts.paths:
+                state["dead"][(drv, path)] = f"setup failed: {e}"
+            eps = {}
+        log(f"bench: driver {mod}: " + ", ".join(
+            f"{p} {e[0].dev}/{e[1].dev} gid {e[0].gid}" for p, e in eps.items()))
+        for path in opts.paths:
+            if path in eps and not opts.no_probe:
+                r.probe(drv, path, eps[path], state)
+        for rep in range(opts.reps):
+            for path in opts.paths:
+                r.path_runs(drv, path, eps.get(path), runs, rep, state)
+        unload_all()
+    if "veth" in opts.paths:
+        for ns in NS:
+            sh(["ip", "netns", "del", ns])
+    raw = {"meta": meta, "memcpy": mem, "runs": r.results,
+           "catalogue": {x.id: {"prog": x.prog, "size": x.size, "q": x.q, "kind": x.kind}
+                         for x in runs},
+           "seconds": round(time.monotonic() - r.start, 1)}
+    out = opts.out or os.path.join(os.environ.get("VM_OUT", "."), "bench-raw.json")
+    with open(out, "w") as f:
+        json.dump(raw, f, indent=1)
+    log(f"bench: done in {raw['seconds'] / 60:.1f} min; raw results in {out}")
+    print(table(summarize(raw)))
+    return 0
+
+
+# --- the report ------------------------------------------------------------
+
+def summarize(raw):
+    """Median per figure, driver and path, and the Rust/C ratio."""
+    cat = catalogue()
+    by_id = {r.id: r for r in cat}
+    figs = []
+    order = [r.id for r in cat]
+    run_ids = sorted({x["run"] for x in raw["runs"] if x["run"] in by_id}, key=order.index)
+    paths = [p for p in PATHS if any(x["path"] == p for x in raw["runs"])]
+    for path in paths:
+        for rid in run_ids:
+            run = by_id[rid]
+            for fid, key, unit, higher in run.figures():
+                row = {"path": path, "figure": fid, "run": rid, "unit": unit,
+                       "higher_is_better": higher}
+                for drv in ("c", "rust"):
+                    samples = [x["values"][key] for x in raw["runs"]
+                               if x["path"] == path and x["run"] == rid and x["driver"] == drv
+                               and x.get("ok") and x.get("values")
+                               and x["values"].get(key) is not None]
+                    errs = [x["error"] for x in raw["runs"]
+                            if x["path"] == path and x["run"] == rid and x["driver"] == drv
+                            and not x.get("ok")]
+                    row[drv] = {"median": statistics.median(samples) if samples else None,
+                                "samples": samples, "errors": errs}
+                c, rs = row["c"]["median"], row["rust"]["median"]
+                row["ratio"] = rs / c if c and rs is not None else None
+                if row["ratio"] is not None:
+                    row["rust_behind"] = row["ratio"] < 1 if higher else row["ratio"] > 1
+                else:
+                    row["rust_behind"] = None
+                figs.append(row)
+    mem = [m for m in raw.get("memcpy", []) if m]
+    return {"meta": raw["meta"], "seconds": raw.get("seconds"),
+            "memcpy_mbs": statistics.median(mem) if mem else None,
+            "memcpy_samples": raw.get("memcpy", []), "figures": figs}
+
+
+def fmt(v):
+    if v is None:
+        return "n/a"
+    if v >= 1000:
+        return f"{v:.0f}"
+    if v >= 10:
+        return f"{v:.1f}"
+    return f"{v:.2f}"
+
+
+def spread(samples):
+    if len(samples) < 2:
+        return ""
+    m = statistics.median(samples)
+    return f"±{(max(samples) - min(samples)) / 2 / m * 100:.0f}%" if m else ""
+
+
+def table(summary):
+    m = summary["meta"]
+    out = [f"rdma_rxe (C) vs rdma_rxe_rust (Rust), perftest {m['perftest']}, kernel "
+           f"{m['kernel']} ({m['flavor']}), {m['vcpus']} vCPUs, median of {m['reps']} "
+           f"rep(s){', quick' if m.get('quick') else ''}",
+           "Rust/C: ratio of the medians; '<' marks a figure where Rust is behind "
+           "(lower bandwidth, higher latency). ± is half the spread of the repetitions.",
+           ""]
+    hdr = f"{'path':<9} {'figure':<22} {'unit':<7} {'C':>9} {'':>5} {'Rust':>9} {'':>5} {'Rust/C':>7}"
+    out.append(hdr)
+    out.append("-" * len(hdr))
+    behind = total = 0
+    for f in summary["figures"]:
+        c, r = f["c"], f["rust"]
+        ratio = "n/a" if f["ratio"] is None else f"{f['ratio']:.2f}"
+        mark = " <" if f["rust_behind"] else ""
+        if f["ratio"] is not None:
+            total += 1
+            behind += bool(f["rust_behind"])
+        out.append(f"{f['path']:<9} {f['figure']:<22} {f['unit']:<7} {fmt(c['median']):>9} "
+                   f"{spread(c['samples']):>5} {fmt(r['median']):>9} {spread(r['samples']):>5} "
+                   f"{ratio:>7}{mark}")
+    out.append("")
+    mem = summary["memcpy_mbs"]
+    out.append(f"memcpy bound (64 MiB buffers, one CPU): {fmt(mem)} MB/s")
+    out.append(f"Rust behind C on {behind} of {total} figures with both values")
+    errs = {}
+    for f in summary["figures"]:
+        for drv in ("c", "rust"):
+            if f[drv]["median"] is None and f[drv]["errors"]:
+                errs.setdefault((f["path"], drv, f[drv]["errors"][0]), []).append(f["figure"])
+    for (path, drv, err), fl in errs.items():
+        out.append(f"n/a: {DRIVER_LABEL[drv]} {path}: {err} ({len(fl)} figure(s))")
+    if summary.get("seconds"):
+        out.append(f"in-VM run time: {summary['seconds'] / 60:.1f} min")
+    return "\n".join(out)
+
+
+def esc(s):
+    return str(s).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def svg(summary):
+    """One panel per figure: for each path, C and Rust bars side by side."""
+    figs = {}
+    for f in summary["figures"]:
+        figs.setdefault(f["figure"], {})[f["path"]] = f
+    paths = [p for p in PATHS if any(p in v for v in figs.values())]
+    cols = 6
+    pw, ph = 210, 190
+    top = 70
+    rows = (len(figs) + cols - 1) // cols
+    width, height = cols * pw + 20, top + rows * ph + 20
+    color = {"c": "#4c78a8", "rust": "#f58518"}
+    m = summary["meta"]
+    o = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+         f'font-family="sans-serif" font-size="11">',
+         f'<rect width="{width}" height="{height}" fill="white"/>',
+         f'<text x="10" y="20" font-size="15" font-weight="bold">rdma_rxe (C) vs rdma_rxe_rust '
+         f'(Rust): perftest {esc(m["perftest"])}, same VM boot</text>',
+         f'<text x="10" y="38">kernel {esc(m["kernel"])} ({esc(m["flavor"])}), {m["vcpus"]} '
+         f'vCPUs, TCG; bars: median of {m["reps"]} rep(s), dots: repetitions; '
+         f'memcpy bound {fmt(summary["memcpy_mbs"])} MB/s; {esc(m["date"])}</text>',
+         f'<rect x="10" y="48" width="12" height="12" fill="{color["c"]}"/>'
+         f'<text x="26" y="58">C rdma_rxe</text>',
+         f'<rect x="110" y="48" width="12" height="12" fill="{color["rust"]}"/>'
+         f'<text x="126" y="58">Rust rdma_rxe_rust</text>',
+         '<text x="260" y="58">x: Rust/C ratio of medians; red = Rust behind</text>']
+    for i, (fid, per) in enumerate(figs.items()):
+        x0 = 10 + (i % cols) * pw
+        y0 = top + (i // cols) * ph
+        any_f = next(iter(per.values()))
+        better = "higher" if any_f["higher_is_better"] else "lower"
+        o.append(f'<rect x="{x0}" y="{y0}" width="{pw - 10}" height="{ph - 10}" '
+                 f'fill="none" stroke="#ccc"/>')
+        o.append(f'<text x="{x0 + 5}" y="{y0 + 14}" font-weight="bold">{esc(fid)}</text>')
+        o.append(f'<text x="{x0 + 5}" y="{y0 + 27}" fill="#666">{esc(any_f["unit"])}, '
+                 f'{better} is better</text>')
+        vals = [v for f in per.values() for d in ("c", "rust") for v in f[d]["samples"]]
+        vmax = max(vals) if vals else 1.0
+        base = y0 + ph - 40
+        hmax = ph - 85
+        gw = (pw - 30) / max(len(paths), 1)
+        for j, path in enumerate(paths):
+            gx = x0 + 10 + j * gw
+            f = per.get(path)
+            o.append(f'<text x="{gx + gw / 2 - 5}" y="{base + 14}" text-anchor="middle">'
+                     f'{path}</text>')
+            if f is None:
+                continue
+            for k, drv in enumerate(("c", "rust")):
+                bx = gx + 4 + k * (gw / 2 - 6)
+                bw = gw / 2 - 12
+                med = f[drv]["median"]
+                if med is None:
+                    o.append(f'<text x="{bx + bw / 2}" y="{base - 4}" text-anchor="middle" '
+                             f'fill="#999">n/a</text>')
+                    continue
+                h = med / vmax * hmax if vmax else 0
+                o.append(f'<rect x="{bx:.1f}" y="{base - h:.1f}" width="{bw:.1f}" '
+                         f'height="{h:.1f}" fill="{color[drv]}"/>')
+                o.append(f'<text x="{bx + bw / 2:.1f}" y="{base - h - 3:.1f}" '
+                         f'text-anchor="middle" font-size="9">{fmt(med)}</text>')
+                for s in f[drv]["samples"]:
+                    sy = base - s / vmax * hmax
+                    o.append(f'<circle cx="{bx + bw / 2:.1f}" cy="{sy:.1f}" r="1.8" '
+                             f'fill="black" fill-opacity="0.6"/>')
+            if f["ratio"] is not None:
+                col = "#c00" if f["rust_behind"] else "#080"
+                o.append(f'<text x="{gx + gw / 2 - 5:.1f}" y="{base + 28}" text-anchor="middle" '
+                         f'fill="{col}">x{f["ratio"]:.2f}</text>')
+    o.append("</svg>")
+    return "\n".join(o) + "\n"
+
+
+def cmd_report(opts):
+    with open(opts.raw) as f:
+        raw = json.load(f)
+    s = summarize(raw)
+    print(table(s))
+    if opts.json:
+        with open(opts.json, "w") as f:
+            json.dump(s, f, indent=1)
+    if opts.svg:
+        with open(opts.svg, "w") as f:
+            f.write(svg(s))
+    return 0
+
+
+def cmd_plan(opts):
+    for r in selected(opts):
+        print(f"{r.id:<18} {' '.join(r.args(iters_of(r, opts)))}"
+              f"   ~{estimate_run(r, iters_of(r, opts)):.0f} s")
+    print(f"estimate (plain kernel, TCG): {estimate(opts) / 60:.0f} min")
+    return 0
+
+
+def add_run_options(ap):
+    ap.add_argument("--quick", action="store_true",
+                    help=f"{len(QUICK_RUNS)} figures, 1 rep, {QUICK_SCALE}x iterations")
+    ap.add_argument("--reps", type=int, help=f"repetitions of each figure (default {REPS}, quick 1)")
+    ap.add_argument("--filter", help="regular expression over run/figure ids (see 'plan')")
+    ap.add_argument("--paths", default=",".join(PATHS), help="loopback,veth")
+    ap.add_argument("--drivers", default="c,rust", help="c,rust")
+    ap.add_argument("--iters-scale", type=float, default=1.0, help="scale every -n")
+    ap.add_argument("--run-timeout", type=int, default=RUN_TIMEOUT,
+                    help=f"seconds before one perftest run is n/a (default {RUN_TIMEOUT})")
+    ap.add_argument("--no-probe", action="store_true",
+                    help="do not skip a path whose short probe write fails")
+
+
+def fix_options(opts):
+    if opts.reps is None:
+        opts.reps = 1 if opts.quick else REPS
+    opts.paths = [p for p in opts.paths.split(",") if p]
+    opts.drivers = [d for d in opts.drivers.split(",") if d]
+    bad = [p for p in opts.paths if p not in PATHS] + [d for d in opts.drivers if d not in DRIVERS]
+    if bad or opts.reps < 1:
+        sys.exit(f"rxe_bench: bad path/driver/reps: {bad or opts.reps}")
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run", help="inside the VM: run the figures")
+    add_run_options(r)
+    r.add_argument("--out", help="raw JSON (default $VM_OUT/bench-raw.json)")
+    r.add_argument("--memcpy", help="the memcpy_bw program (default $RXE_BUILD/bench/memcpy_bw)")
+    r.add_argument("--label", default="", help="free text stored in the results")
+    r.add_argument("-v", "--verbose", action="store_true", help="show output of failed runs")
+    p = sub.add_parser("plan", help="list the runs and the time estimate")
+    add_run_options(p)
+    rep = sub.add_parser("report", help="table, JSON and SVG from a raw result")
+    rep.add_argument("raw")
+    rep.add_argument("--json")
+    rep.add_argument("--svg")
+    opts = ap.parse_args(argv)
+    if opts.cmd == "report":
+        return cmd_report(opts)
+    fix_options(opts)
+    return cmd_run(opts) if opts.cmd == "run" else cmd_plan(opts)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
