@@ -59,6 +59,8 @@ pub mod cpu;
 pub mod cpufreq;
 pub mod cpumask;
 pub mod cred;
+// The kernel crate is built in: it can call the CRC library only if that is built in too.
+#[cfg(CONFIG_CRC32 = "y")]
 pub mod crc;
 pub mod debugfs;
 pub mod device;
