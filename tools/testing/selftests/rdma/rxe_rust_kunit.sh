@@ -21,7 +21,11 @@ suite_cases() {
 
 unload_all
 modprobe $RXE_RUST
-suites=$(ls -d /sys/kernel/debug/kunit/rdma_rxe_rust* 2>/dev/null)
+# With the driver's: the built-in suites of the kernel crate's abstractions it
+# relies on (they ran at boot).
+suites=$(ls -d /sys/kernel/debug/kunit/rdma_rxe_rust* \
+	/sys/kernel/debug/kunit/rust_kernel_spinlock_irq \
+	/sys/kernel/debug/kunit/rust_kernel_rdma_wc_sink 2>/dev/null)
 ktap_print_header
 if [ -z "$suites" ]; then
 	ktap_set_plan 1
