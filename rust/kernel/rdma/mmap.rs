@@ -27,6 +27,7 @@ use core::{
     },
 };
 
+        AtomicU8,
 /// A zeroed, page-aligned `vmalloc_user` buffer that user space may map.
 ///
 /// # Invariants
@@ -106,16 +107,26 @@ impl UserBuffer {
     /// Copies `src` into the buffer at `offset`.
     pub fn write(&self, offset: usize, src: &[u8]) -> Result {
         let p = self.checked(offset, src.len())?;
-        // SAFETY: The range is in bounds; no reference to the shared bytes exists.
-        unsafe { core::ptr::copy_nonoverlapping(src.as_ptr(), p, src.len()) };
+        // SAFETY: `p` is valid for writes of `src.len()` bytes (in bounds of the allocation); a
+        // kernel slice cannot overlap the buffer (no reference to it is ever made), and the
+        // kernel accesses the buffer only atomically (these copies and the index accessors).
+        unsafe { racy_copy(src.as_ptr(), p, src.len(), true) };
+    ///
+    /// User space may read or write the same bytes at the same time: it then sees some mix of
+    /// old and new bytes, which is its own business.
         Ok(())
     }
 
     /// Copies bytes at `offset` of the buffer into `dst` (a snapshot of untrusted data).
     pub fn read(&self, offset: usize, dst: &mut [u8]) -> Result {
         let p = self.checked(offset, dst.len())?;
-        // SAFETY: The range is in bounds; no reference to the shared bytes exists.
-        unsafe { core::ptr::copy_nonoverlapping(p, dst.as_mut_ptr(), dst.len()) };
+        // SAFETY: `p` is valid for reads of `dst.len()` bytes (in bounds of the allocation); a
+        // kernel slice cannot overlap the buffer (no reference to it is ever made), and the
+        // kernel accesses the buffer only atomically (these copies and the index accessors).
+        unsafe { racy_copy(p, dst.as_mut_ptr(), dst.len(), false) };
+    ///
+    /// User space may write the bytes meanwhile: the snapshot may then mix old and new bytes,
+    /// and callers check what they read.
         Ok(())
     }
 
@@ -133,6 +144,40 @@ impl Drop for UserBuffer {
     fn drop(&mut self) {
         // SAFETY: By the type invariant we own the allocation. Pages still mapped by a process
         // stay alive through the mapping's own page references.
+/// Copies `len` bytes from `src` to `dst`, one of which is memory user space accesses
+/// concurrently.
+///
+/// A plain copy (`copy_nonoverlapping`, or a slice over the shared bytes) racing with another
+/// access is a data race, undefined behaviour in Rust's memory model. Here every access to the
+/// buffer is a relaxed atomic byte access: atomics may race with each other (another kernel
+/// thread copying the same bytes), and towards user space they compile to the plain byte
+/// loads and stores of the kernel's `READ_ONCE()`/`WRITE_ONCE()`, which the kernel relies on
+/// for memory another agent writes concurrently. A race then yields unspecified bytes (the
+/// copy is not atomic as a whole), never undefined behaviour. Byte accesses only, so that two
+/// copies never race with accesses of different sizes; the ring indices, the only other
+/// accesses, are 32-bit atomics of their own words ([`UserBuffer::load_acquire`]).
+///
+/// # Safety
+///
+/// `src` must be valid for reads and `dst` for writes of `len` bytes, and the ranges must not
+/// overlap. The side in the buffer may be accessed concurrently only atomically (by the kernel)
+/// or by user space; the other side must not be accessed concurrently.
+unsafe fn racy_copy(src: *const u8, dst: *mut u8, len: usize, to_buffer: bool) {
+    for i in 0..len {
+        // SAFETY: `i < len`: in bounds of both ranges, which the caller guarantees valid;
+        // `AtomicU8` has the size and alignment of `u8`; the buffer side is only accessed
+        // atomically (or by user space) and the private side not concurrently.
+        unsafe {
+            let (s, d) = (src.add(i), dst.add(i));
+            if to_buffer {
+                AtomicU8::from_ptr(d).store(s.read(), Ordering::Relaxed);
+            } else {
+                d.write(AtomicU8::from_ptr(s.cast_mut()).load(Ordering::Relaxed));
+            }
+        }
+    }
+}
+
         unsafe { bindings::vfree(self.ptr.as_ptr().cast()) };
     }
 }
