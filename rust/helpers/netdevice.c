@@ -14,9 +14,29 @@ __rust_helper void rust_helper_dev_put(struct net_device *dev)
 	dev_put(dev);
 }
 
-__rust_helper struct net *rust_helper_dev_net(const struct net_device *dev)
+/*
+ * A reference on the namespace dev is in now, or NULL if that namespace is
+ * being dismantled. The namespace's memory outlives the RCU read section
+ * (cleanup_net waits for a grace period before freeing it).
+ */
+__rust_helper struct net *rust_helper_dev_net_get(const struct net_device *dev)
 {
-	return dev_net(dev);
+	struct net *net;
+
+	rcu_read_lock();
+	net = maybe_get_net(dev_net_rcu(dev));
+	rcu_read_unlock();
+	return net;
+}
+
+__rust_helper struct net *rust_helper_get_net(struct net *net)
+{
+	return get_net(net);
+}
+
+__rust_helper void rust_helper_put_net(struct net *net)
+{
+	put_net(net);
 }
 
 __rust_helper bool rust_helper_is_vlan_dev(const struct net_device *dev)

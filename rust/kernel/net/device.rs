@@ -7,6 +7,7 @@
 use crate::{
     bindings,
     error::to_result,
+    fmt,
     net::namespace::Namespace,
     prelude::*,
     sync::aref::{
@@ -79,11 +80,17 @@ impl NetDevice {
         self.0.get()
     }
 
-    /// Returns the interface name, e.g. `eth0`.
-    pub fn name(&self) -> &CStr {
-        // SAFETY: `name` is a NUL-terminated array inside a valid device; renames rewrite it in
-        // place under RTNL, which never leaves it without a terminator.
-        unsafe { CStr::from_char_ptr((*self.as_raw()).name.as_ptr()) }
+    /// Returns a copy of the interface name, e.g. `eth0`.
+    ///
+    /// A rename may follow at any time: the copy is the name at one instant (as
+    /// `netdev_copy_name` takes it, consistent against a concurrent rename).
+    pub fn name(&self) -> NetDevName {
+        let mut name = [0u8; NAME_SIZE];
+        // SAFETY: The device is valid; `name` is valid for writes of `IFNAMSIZ` bytes, which
+        // `netdev_copy_name` fills with a NUL-terminated string (it reads `dev->name` under
+        // the rename seqlock, so the copy is never torn).
+        unsafe { bindings::netdev_copy_name(self.as_raw(), name.as_mut_ptr().cast()) };
+        NetDevName(name)
     }
 
     /// Returns the interface index.
@@ -144,10 +151,48 @@ impl NetDevice {
         self.is_up() && unsafe { bindings::netif_carrier_ok(self.as_raw()) }
     }
 
-    /// Returns the network namespace the device belongs to.
-    pub fn net(&self) -> &Namespace {
-        // SAFETY: A device always belongs to a live namespace, which is not freed before the
-        // device moves out of it or is unregistered.
-        unsafe { Namespace::from_raw(bindings::dev_net(self.as_raw())) }
+    /// Returns a reference on the network namespace the device belongs to now.
+    ///
+    /// The device may move to another namespace right after: the reference keeps the
+    /// namespace it was in alive, not the device in it. `None` if that namespace is being
+    /// dismantled.
+    pub fn net(&self) -> Option<ARef<Namespace>> {
+        // SAFETY: The device is valid. The helper reads `dev_net_rcu()` under the RCU read lock,
+        // which keeps the namespace's memory alive (it is freed after a grace period), and takes
+        // a reference only if the count is not already zero (`maybe_get_net`).
+        let net = unsafe { bindings::dev_net_get(self.as_raw()) };
+        // SAFETY: A non-null result carries a reference we now own.
+        unsafe { Namespace::from_raw_owned(net) }
+    }
+}
+
+/// The size of an interface name buffer, terminator included (`IFNAMSIZ`).
+const NAME_SIZE: usize = bindings::IFNAMSIZ as usize;
+
+/// A copy of a network device's name ([`NetDevice::name`]).
+///
+/// # Invariants
+///
+/// The array holds a NUL terminator.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct NetDevName([u8; NAME_SIZE]);
+
+impl NetDevName {
+    /// Returns the name as a C string.
+    pub fn as_c_str(&self) -> &CStr {
+        // The invariant guarantees a terminator; an empty name otherwise.
+        CStr::from_bytes_until_nul(&self.0).unwrap_or(c"")
+    }
+}
+
+impl fmt::Display for NetDevName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self.as_c_str(), f)
+    }
+}
+
+impl fmt::Debug for NetDevName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self.as_c_str(), f)
     }
 }

@@ -6,19 +6,38 @@
 
 use crate::{
     bindings,
+    sync::aref::{
+        ARef,
+        AlwaysRefCounted, //
+    },
     types::Opaque, //
 };
+use core::ptr::NonNull;
 
 /// A network namespace (`struct net`).
 ///
-/// Only borrowed here: a `&Namespace` is valid as long as the object it was
-/// reached from (for example a [`NetDevice`](super::device::NetDevice)) is.
+/// Reference counted with `get_net`/`put_net`: an [`ARef<Namespace>`] keeps the namespace
+/// alive (see [`NetDevice::net`](super::device::NetDevice::net)).
 ///
 /// # Invariants
 ///
-/// `self.0` is a valid `struct net` for the lifetime of any reference to it.
+/// `self.0` is a valid `struct net` with a non-zero reference count for the lifetime of any
+/// reference to it (or the initial namespace, which lives forever).
 #[repr(transparent)]
 pub struct Namespace(Opaque<bindings::net>);
+
+// SAFETY: `get_net` and `put_net` keep the namespace alive while the count is positive.
+unsafe impl AlwaysRefCounted for Namespace {
+    fn inc_ref(&self) {
+        // SAFETY: By the type invariant the reference count is non-zero.
+        unsafe { bindings::get_net(self.as_raw()) };
+    }
+
+    unsafe fn dec_ref(obj: NonNull<Self>) {
+        // SAFETY: The caller owns an increment of the reference count.
+        unsafe { bindings::put_net(obj.as_ptr().cast()) };
+    }
+}
 
 // SAFETY: `struct net` is designed to be used from any thread.
 unsafe impl Send for Namespace {}
@@ -35,6 +54,20 @@ impl Namespace {
         // SAFETY: `Namespace` is a transparent wrapper of `struct net`; the caller guarantees
         // validity for `'a`.
         unsafe { &*ptr.cast() }
+    }
+
+    /// Takes ownership of a reference count the caller holds (e.g. from `maybe_get_net`).
+    ///
+    /// Returns `None` for a null pointer.
+    ///
+    /// # Safety
+    ///
+    /// `ptr` must be null or a valid `struct net` on which the caller owns one reference,
+    /// which moves into the returned [`ARef`].
+    pub unsafe fn from_raw_owned(ptr: *mut bindings::net) -> Option<ARef<Self>> {
+        let ptr = NonNull::new(ptr)?;
+        // SAFETY: The caller transfers one reference to us.
+        Some(unsafe { ARef::from_raw(ptr.cast()) })
     }
 
     /// Returns the raw pointer.

@@ -4,10 +4,7 @@
 //!
 //! C header: [`include/linux/skbuff.h`](srctree/include/linux/skbuff.h)
 
-use crate::{
-    bindings,
-    net::device::NetDevice, //
-};
+use crate::bindings;
 use core::ptr::NonNull;
 
 /// An owned socket buffer (`struct sk_buff`).
@@ -55,21 +52,21 @@ impl SkBuff {
         unsafe { bindings::skb_headlen(self.as_raw()) }
     }
 
-    /// Returns the device the buffer arrived on or leaves by, if any.
-    pub fn dev(&self) -> Option<&NetDevice> {
+    /// Returns the device pointer of the buffer (`skb->dev`), null if none.
+    ///
+    /// The buffer holds no reference on its device: whoever dereferences the pointer must know
+    /// the device alive by other means (e.g. [`EncapRecv::recv`] gets the device of a
+    /// received buffer as a reference valid for the call).
+    ///
+    /// [`EncapRecv::recv`]: crate::net::udp_tunnel::EncapRecv::recv
+    pub(crate) fn dev_ptr(&self) -> *mut bindings::net_device {
         // SAFETY: The buffer is valid and owned.
-        let dev = unsafe {
+        unsafe {
             (*self.as_raw())
                 .__bindgen_anon_1
                 .__bindgen_anon_1
                 .__bindgen_anon_1
                 .dev
-        };
-        if dev.is_null() {
-            None
-        } else {
-            // SAFETY: A buffer on the receive or transmit path holds its device alive.
-            Some(unsafe { NetDevice::from_raw(dev) })
         }
     }
 }

@@ -8,6 +8,7 @@ use crate::{
     bindings,
     error::to_result,
     net::{
+        device::NetDevice,
         namespace::{
             Namespace,
             NamespaceId, //
@@ -29,8 +30,10 @@ use core::{
 pub trait EncapRecv: 'static {
     /// Handles one datagram; the UDP header has not been pulled.
     ///
-    /// Called in softirq context. The handler owns `skb`.
-    fn recv(skb: SkBuff);
+    /// Called in softirq context. The handler owns `skb`; `dev` is the device it arrived on,
+    /// valid for this call only (the buffer holds no reference on it): take a reference
+    /// ([`ARef::from`](crate::sync::aref::ARef)) to keep it.
+    fn recv(skb: SkBuff, dev: Option<&NetDevice>);
 }
 
 /// An address family for a tunnel socket.
@@ -101,7 +104,21 @@ impl<R: EncapRecv> UdpTunnelSocket<R> {
     unsafe extern "C" fn encap_rcv(_sk: *mut bindings::sock, skb: *mut bindings::sk_buff) -> c_int {
         if let Some(skb) = NonNull::new(skb) {
             // SAFETY: Returning 0 tells UDP the handler consumed the buffer: it is ours.
-            R::recv(unsafe { SkBuff::from_raw(skb) });
+            let skb = unsafe { SkBuff::from_raw(skb) };
+            let dev = skb.dev_ptr();
+            let dev = if dev.is_null() {
+                None
+            } else {
+                // SAFETY: UDP calls `encap_rcv` on the receive path of the buffer's device,
+                // inside the RCU read-side section of that path (`__netif_receive_skb` and
+                // `ip_local_deliver` hold `rcu_read_lock`). Unregistering a device waits for a
+                // grace period (`synchronize_net`) after purging its backlog, before its last
+                // reference can go: the device stays valid, with a non-zero count, for this
+                // call, which is all the reference handed to `R::recv` may live (its lifetime is
+                // the call's).
+                Some(unsafe { NetDevice::from_raw(dev) })
+            };
+            R::recv(skb, dev);
         }
         0
     }

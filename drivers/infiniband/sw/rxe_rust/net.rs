@@ -48,7 +48,7 @@ pub(crate) type RoceSockets = SharedSocketsRef<RoceRecv>;
 pub(crate) struct RoceRecv;
 
 impl EncapRecv for RoceRecv {
-    fn recv(skb: SkBuff) {
+    fn recv(skb: SkBuff, _dev: Option<&NetDevice>) {
         // The transport is not implemented yet: every packet is dropped (and counted as a
         // drop by the network stack).
         drop(skb);
@@ -88,14 +88,13 @@ impl LinkOps for RxeLink {
             return Err(EPERM);
         }
         if rxe_by_netdev(ndev).is_some() {
-            pr_err!(
-                "already configured on {}\n",
-                ndev.name().to_str().unwrap_or("?")
-            );
+            pr_err!("already configured on {}\n", ndev.name());
             return Err(EEXIST);
         }
 
-        let sockets = self.sockets.get(ndev.net()).inspect_err(|e| {
+        // The namespace the netdevice is in now (a later move is followed by the notifier).
+        let net = ndev.net().ok_or(ENODEV)?;
+        let sockets = self.sockets.get(&net).inspect_err(|e| {
             pr_err!("failed to open UDP port {}: {:?}\n", ROCE_V2_UDP_DPORT, e);
         })?;
         let mut dev = Unregistered::<Rxe>::new(&crate::THIS_MODULE, RxeDev::new(ndev, sockets)?)?;
@@ -111,11 +110,7 @@ impl LinkOps for RxeLink {
         ]);
         dev.set_netdev(ndev, param::PORT)?;
         dev.register(name).inspect_err(|e| {
-            pr_err!(
-                "failed to add {}: {:?}\n",
-                ndev.name().to_str().unwrap_or("?"),
-                e
-            );
+            pr_err!("failed to add {}: {:?}\n", ndev.name(), e);
         })
     }
 }
