@@ -23,11 +23,11 @@ use core::{
     sync::atomic::{
         AtomicBool,
         AtomicU32,
+        AtomicU8,
         Ordering, //
     },
 };
 
-        AtomicU8,
 /// A zeroed, page-aligned `vmalloc_user` buffer that user space may map.
 ///
 /// # Invariants
@@ -105,28 +105,28 @@ impl UserBuffer {
     }
 
     /// Copies `src` into the buffer at `offset`.
+    ///
+    /// User space may read or write the same bytes at the same time: it then sees some mix of
+    /// old and new bytes, which is its own business.
     pub fn write(&self, offset: usize, src: &[u8]) -> Result {
         let p = self.checked(offset, src.len())?;
         // SAFETY: `p` is valid for writes of `src.len()` bytes (in bounds of the allocation); a
         // kernel slice cannot overlap the buffer (no reference to it is ever made), and the
         // kernel accesses the buffer only atomically (these copies and the index accessors).
         unsafe { racy_copy(src.as_ptr(), p, src.len(), true) };
-    ///
-    /// User space may read or write the same bytes at the same time: it then sees some mix of
-    /// old and new bytes, which is its own business.
         Ok(())
     }
 
     /// Copies bytes at `offset` of the buffer into `dst` (a snapshot of untrusted data).
+    ///
+    /// User space may write the bytes meanwhile: the snapshot may then mix old and new bytes,
+    /// and callers check what they read.
     pub fn read(&self, offset: usize, dst: &mut [u8]) -> Result {
         let p = self.checked(offset, dst.len())?;
         // SAFETY: `p` is valid for reads of `dst.len()` bytes (in bounds of the allocation); a
         // kernel slice cannot overlap the buffer (no reference to it is ever made), and the
         // kernel accesses the buffer only atomically (these copies and the index accessors).
         unsafe { racy_copy(p, dst.as_mut_ptr(), dst.len(), false) };
-    ///
-    /// User space may write the bytes meanwhile: the snapshot may then mix old and new bytes,
-    /// and callers check what they read.
         Ok(())
     }
 
@@ -140,10 +140,6 @@ impl UserBuffer {
     }
 }
 
-impl Drop for UserBuffer {
-    fn drop(&mut self) {
-        // SAFETY: By the type invariant we own the allocation. Pages still mapped by a process
-        // stay alive through the mapping's own page references.
 /// Copies `len` bytes from `src` to `dst`, one of which is memory user space accesses
 /// concurrently.
 ///
@@ -178,6 +174,10 @@ unsafe fn racy_copy(src: *const u8, dst: *mut u8, len: usize, to_buffer: bool) {
     }
 }
 
+impl Drop for UserBuffer {
+    fn drop(&mut self) {
+        // SAFETY: By the type invariant we own the allocation. Pages still mapped by a process
+        // stay alive through the mapping's own page references.
         unsafe { bindings::vfree(self.ptr.as_ptr().cast()) };
     }
 }
