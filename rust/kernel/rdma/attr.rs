@@ -13,14 +13,25 @@ use crate::{
         },
     },
 };
-use core::ops::{
-    Deref,
-    DerefMut, //
+use core::{
+    marker::PhantomData,
+    ops::{
+        Deref,
+        DerefMut, //
+    },
+    ptr::NonNull, //
 };
 
-macro_rules! attr_wrapper {
+macro_rules! plain_attr_wrapper {
     ($(#[$m:meta])* $name:ident, $c:ty) => {
         $(#[$m])*
+        ///
+        /// # Invariants
+        ///
+        /// The structure holds no pointer, only numbers, and the core zeroes it before it asks
+        /// the driver to fill it: every field may be read, and any value written is only a
+        /// number the core interprets. So the fields are handed out as they are ([`Deref`],
+        /// [`DerefMut`]).
         #[repr(transparent)]
         pub struct $name($c);
 
@@ -29,15 +40,14 @@ macro_rules! attr_wrapper {
             ///
             /// # Safety
             ///
-            /// `ptr` must be valid for reads and writes, and not aliased, for `'a`.
+            /// `ptr` must be valid for reads and writes, initialised (the core zeroes these
+            /// structures before the call), and not aliased, for `'a`.
             pub(crate) unsafe fn from_raw<'a>(ptr: *mut $c) -> &'a mut Self {
                 // SAFETY: Transparent wrapper; the caller guarantees validity and uniqueness.
                 unsafe { &mut *ptr.cast() }
             }
         }
 
-        // The C structure is plain data: every bit pattern of its fields is valid, so handing
-        // out the fields is safe.
         impl Deref for $name {
             type Target = $c;
             fn deref(&self) -> &$c {
@@ -53,17 +63,17 @@ macro_rules! attr_wrapper {
     };
 }
 
-attr_wrapper!(
+plain_attr_wrapper!(
     /// Device attributes (`struct ib_device_attr`), filled by `query_device`.
     DeviceAttr,
     bindings::ib_device_attr
 );
-attr_wrapper!(
+plain_attr_wrapper!(
     /// Port attributes (`struct ib_port_attr`), filled by `query_port`.
     PortAttr,
     bindings::ib_port_attr
 );
-attr_wrapper!(
+plain_attr_wrapper!(
     /// Port properties fixed at registration (`struct ib_port_immutable`).
     PortImmutable,
     bindings::ib_port_immutable
@@ -101,14 +111,266 @@ pub enum PortPhysState {
     LinkUp = bindings::ib_port_phys_state_IB_PORT_PHYS_STATE_LINK_UP as u8,
 }
 
-attr_wrapper!(
-    /// The attributes a queue pair is created with (`struct ib_qp_init_attr`); the driver
-    /// writes the capabilities it really gives back into `cap`.
-    QpInitAttr,
-    bindings::ib_qp_init_attr
-);
+/// Defines a Rust enumeration of C enumeration values, with a checked conversion.
+macro_rules! c_enum {
+    (
+        $(#[$m:meta])*
+        pub enum $name:ident: $repr:ty {
+            $($(#[$vm:meta])* $v:ident = $val:expr,)*
+        }
+    ) => {
+        $(#[$m])*
+        #[repr($repr)]
+        pub enum $name {
+            $($(#[$vm])* $v = $val,)*
+        }
+
+        impl $name {
+            /// Converts the C value; `None` for a value without a variant here.
+            pub fn from_raw(v: $repr) -> Option<Self> {
+                [$(Self::$v),*].into_iter().find(|t| *t as $repr == v)
+            }
+        }
+    };
+}
+
+c_enum! {
+    /// The type of a queue pair (`enum ib_qp_type`).
+    #[derive(Clone, Copy, PartialEq, Eq, Debug)]
+    pub enum QpType: u32 {
+        /// Subnet management QP (QP0).
+        Smi = bindings::ib_qp_type_IB_QPT_SMI,
+        /// General services QP (QP1).
+        Gsi = bindings::ib_qp_type_IB_QPT_GSI,
+        /// Reliable connection.
+        Rc = bindings::ib_qp_type_IB_QPT_RC,
+        /// Unreliable connection.
+        Uc = bindings::ib_qp_type_IB_QPT_UC,
+        /// Unreliable datagram.
+        Ud = bindings::ib_qp_type_IB_QPT_UD,
+        /// Raw Ethernet packets.
+        RawPacket = bindings::ib_qp_type_IB_QPT_RAW_PACKET,
+        /// XRC initiator.
+        XrcIni = bindings::ib_qp_type_IB_QPT_XRC_INI,
+        /// XRC target.
+        XrcTgt = bindings::ib_qp_type_IB_QPT_XRC_TGT,
+        /// A driver-specific type.
+        Driver = bindings::ib_qp_type_IB_QPT_DRIVER,
+    }
+}
+
+c_enum! {
+    /// The state of a queue pair (`enum ib_qp_state`), in the order of the C values.
+    #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
+    pub enum QpState: u32 {
+        /// Reset.
+        Reset = bindings::ib_qp_state_IB_QPS_RESET,
+        /// Initialised.
+        Init = bindings::ib_qp_state_IB_QPS_INIT,
+        /// Ready to receive.
+        Rtr = bindings::ib_qp_state_IB_QPS_RTR,
+        /// Ready to send.
+        Rts = bindings::ib_qp_state_IB_QPS_RTS,
+        /// Send queue drained.
+        Sqd = bindings::ib_qp_state_IB_QPS_SQD,
+        /// Send queue error.
+        Sqe = bindings::ib_qp_state_IB_QPS_SQE,
+        /// Error.
+        Err = bindings::ib_qp_state_IB_QPS_ERR,
+    }
+}
+
+/// A set of `modify_qp` attributes (`enum ib_qp_attr_mask` bits).
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+pub struct QpAttrMask(u32);
+
+impl QpAttrMask {
+    /// `IB_QP_STATE`.
+    pub const STATE: Self = Self(bindings::ib_qp_attr_mask_IB_QP_STATE);
+    /// `IB_QP_CUR_STATE`.
+    pub const CUR_STATE: Self = Self(bindings::ib_qp_attr_mask_IB_QP_CUR_STATE);
+    /// `IB_QP_EN_SQD_ASYNC_NOTIFY`.
+    pub const EN_SQD_ASYNC_NOTIFY: Self = Self(bindings::ib_qp_attr_mask_IB_QP_EN_SQD_ASYNC_NOTIFY);
+    /// `IB_QP_ACCESS_FLAGS`.
+    pub const ACCESS_FLAGS: Self = Self(bindings::ib_qp_attr_mask_IB_QP_ACCESS_FLAGS);
+    /// `IB_QP_PKEY_INDEX`.
+    pub const PKEY_INDEX: Self = Self(bindings::ib_qp_attr_mask_IB_QP_PKEY_INDEX);
+    /// `IB_QP_PORT`.
+    pub const PORT: Self = Self(bindings::ib_qp_attr_mask_IB_QP_PORT);
+    /// `IB_QP_QKEY`.
+    pub const QKEY: Self = Self(bindings::ib_qp_attr_mask_IB_QP_QKEY);
+    /// `IB_QP_AV`.
+    pub const AV: Self = Self(bindings::ib_qp_attr_mask_IB_QP_AV);
+    /// `IB_QP_PATH_MTU`.
+    pub const PATH_MTU: Self = Self(bindings::ib_qp_attr_mask_IB_QP_PATH_MTU);
+    /// `IB_QP_TIMEOUT`.
+    pub const TIMEOUT: Self = Self(bindings::ib_qp_attr_mask_IB_QP_TIMEOUT);
+    /// `IB_QP_RETRY_CNT`.
+    pub const RETRY_CNT: Self = Self(bindings::ib_qp_attr_mask_IB_QP_RETRY_CNT);
+    /// `IB_QP_RNR_RETRY`.
+    pub const RNR_RETRY: Self = Self(bindings::ib_qp_attr_mask_IB_QP_RNR_RETRY);
+    /// `IB_QP_RQ_PSN`.
+    pub const RQ_PSN: Self = Self(bindings::ib_qp_attr_mask_IB_QP_RQ_PSN);
+    /// `IB_QP_MAX_QP_RD_ATOMIC`.
+    pub const MAX_QP_RD_ATOMIC: Self = Self(bindings::ib_qp_attr_mask_IB_QP_MAX_QP_RD_ATOMIC);
+    /// `IB_QP_ALT_PATH`.
+    pub const ALT_PATH: Self = Self(bindings::ib_qp_attr_mask_IB_QP_ALT_PATH);
+    /// `IB_QP_MIN_RNR_TIMER`.
+    pub const MIN_RNR_TIMER: Self = Self(bindings::ib_qp_attr_mask_IB_QP_MIN_RNR_TIMER);
+    /// `IB_QP_SQ_PSN`.
+    pub const SQ_PSN: Self = Self(bindings::ib_qp_attr_mask_IB_QP_SQ_PSN);
+    /// `IB_QP_MAX_DEST_RD_ATOMIC`.
+    pub const MAX_DEST_RD_ATOMIC: Self = Self(bindings::ib_qp_attr_mask_IB_QP_MAX_DEST_RD_ATOMIC);
+    /// `IB_QP_PATH_MIG_STATE`.
+    pub const PATH_MIG_STATE: Self = Self(bindings::ib_qp_attr_mask_IB_QP_PATH_MIG_STATE);
+    /// `IB_QP_CAP`.
+    pub const CAP: Self = Self(bindings::ib_qp_attr_mask_IB_QP_CAP);
+    /// `IB_QP_DEST_QPN`.
+    pub const DEST_QPN: Self = Self(bindings::ib_qp_attr_mask_IB_QP_DEST_QPN);
+    /// Every standard attribute (`IB_QP_ATTR_STANDARD_BITS`).
+    pub const STANDARD: Self = Self(bindings::ib_qp_attr_mask_IB_QP_ATTR_STANDARD_BITS);
+
+    /// Creates a mask from the C bits (unknown bits are kept).
+    pub const fn from_bits(bits: u32) -> Self {
+        Self(bits)
+    }
+
+    /// Returns the C bits.
+    pub const fn bits(self) -> u32 {
+        self.0
+    }
+
+    /// Returns whether every attribute of `other` is in the mask.
+    pub const fn contains(self, other: Self) -> bool {
+        self.0 & other.0 == other.0
+    }
+
+    /// Returns whether the mask holds only standard attributes.
+    pub const fn is_standard(self) -> bool {
+        self.0 & !Self::STANDARD.0 == 0
+    }
+}
+
+impl core::ops::BitOr for QpAttrMask {
+    type Output = Self;
+    fn bitor(self, rhs: Self) -> Self {
+        Self(self.0 | rhs.0)
+    }
+}
+
+impl core::ops::BitAnd for QpAttrMask {
+    type Output = Self;
+    fn bitand(self, rhs: Self) -> Self {
+        Self(self.0 & rhs.0)
+    }
+}
+
+impl core::ops::Not for QpAttrMask {
+    type Output = Self;
+    fn not(self) -> Self {
+        Self(!self.0)
+    }
+}
+
+/// The capabilities of a queue pair's work queues (`struct ib_qp_cap`).
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+pub struct QpCap {
+    /// Send queue depth.
+    pub max_send_wr: u32,
+    /// Receive queue depth.
+    pub max_recv_wr: u32,
+    /// SGEs per send request.
+    pub max_send_sge: u32,
+    /// SGEs per receive request.
+    pub max_recv_sge: u32,
+    /// Bytes of inline data per send request.
+    pub max_inline_data: u32,
+    /// `rdma_rw` contexts (computed by the core).
+    pub max_rdma_ctxs: u32,
+}
+
+impl From<bindings::ib_qp_cap> for QpCap {
+    fn from(c: bindings::ib_qp_cap) -> Self {
+        Self {
+            max_send_wr: c.max_send_wr,
+            max_recv_wr: c.max_recv_wr,
+            max_send_sge: c.max_send_sge,
+            max_recv_sge: c.max_recv_sge,
+            max_inline_data: c.max_inline_data,
+            max_rdma_ctxs: c.max_rdma_ctxs,
+        }
+    }
+}
+
+impl From<QpCap> for bindings::ib_qp_cap {
+    fn from(c: QpCap) -> Self {
+        Self {
+            max_send_wr: c.max_send_wr,
+            max_recv_wr: c.max_recv_wr,
+            max_send_sge: c.max_send_sge,
+            max_recv_sge: c.max_recv_sge,
+            max_inline_data: c.max_inline_data,
+            max_rdma_ctxs: c.max_rdma_ctxs,
+        }
+    }
+}
+
+/// The attributes a queue pair is created with (`struct ib_qp_init_attr`), in `create_qp`.
+///
+/// The structure holds pointers the core dereferences after the call (the completion queues,
+/// the shared receive queue, the handler): the driver reads them only through the accessors
+/// below, which check them, and writes nothing but the capabilities it really gives
+/// ([`QpInitAttr::set_cap`]).
+///
+/// # Invariants
+///
+/// `self.0` is the core's initialised creation attributes of the call in progress: its queue
+/// pointers are null or live objects, kept alive while the queue pair uses them (`usecnt`).
+#[repr(transparent)]
+pub struct QpInitAttr(bindings::ib_qp_init_attr);
 
 impl QpInitAttr {
+    /// Creates a mutable reference from a raw pointer.
+    ///
+    /// # Safety
+    ///
+    /// `ptr` must be the creation attributes of a `create_qp` call, initialised, valid and not
+    /// aliased for `'a`.
+    pub(crate) unsafe fn from_raw<'a>(ptr: *mut bindings::ib_qp_init_attr) -> &'a mut Self {
+        // SAFETY: Transparent wrapper; the caller guarantees validity and uniqueness.
+        unsafe { &mut *ptr.cast() }
+    }
+
+    /// Returns the queue pair type, `None` for one without a [`QpType`] variant.
+    pub fn qp_type(&self) -> Option<QpType> {
+        QpType::from_raw(self.0.qp_type)
+    }
+
+    /// Returns the `IB_QP_CREATE_*` flags.
+    pub fn create_flags(&self) -> u32 {
+        self.0.create_flags
+    }
+
+    /// Returns the port number (meaningful for the special queue pairs).
+    pub fn port_num(&self) -> u32 {
+        self.0.port_num
+    }
+
+    /// Returns whether every send request completes with a completion (`IB_SIGNAL_ALL_WR`).
+    pub fn sq_sig_all(&self) -> bool {
+        self.0.sq_sig_type == bindings::ib_sig_type_IB_SIGNAL_ALL_WR
+    }
+
+    /// Returns the capabilities asked for.
+    pub fn cap(&self) -> QpCap {
+        self.0.cap.into()
+    }
+
+    /// Reports the capabilities really given, which may exceed those asked for.
+    pub fn set_cap(&mut self, cap: QpCap) {
+        self.0.cap = cap.into();
+    }
+
     /// Returns whether the queue pair receives through a shared receive queue.
     pub fn has_srq(&self) -> bool {
         !self.0.srq.is_null()
@@ -121,8 +383,8 @@ impl QpInitAttr {
 
     /// Returns the send completion queue, if it is one of `dev`'s.
     pub fn send_cq<'a, T: Driver>(&'a self, dev: &Device<T>) -> Option<&'a Cq<T>> {
-        // SAFETY: The core passes live queues with the attributes and keeps them alive while
-        // the queue pair uses them (`usecnt`); a queue of `dev` belongs to driver `T`.
+        // SAFETY: By the type invariant the queue is null or live, and kept alive while the
+        // queue pair uses it; a queue of `dev` belongs to driver `T`.
         unsafe { own_object(self.0.send_cq, dev).map(|p| Cq::<T>::from_raw(p)) }
     }
 
@@ -136,6 +398,42 @@ impl QpInitAttr {
     pub fn srq<'a, T: Driver>(&'a self, dev: &Device<T>) -> Option<&'a Srq<T>> {
         // SAFETY: As in `send_cq`.
         unsafe { own_object(self.0.srq, dev).map(|p| Srq::<T>::from_raw(p)) }
+    }
+}
+
+/// What `query_qp` reports of a queue pair's creation parameters.
+#[derive(Clone, Copy, Debug)]
+pub struct QpInitInfo {
+    /// The queue pair type.
+    pub qp_type: QpType,
+    /// The port (of the special queue pairs; the only port otherwise).
+    pub port_num: u32,
+    /// The capabilities given.
+    pub cap: QpCap,
+    /// Whether every send request completes with a completion.
+    pub sq_sig_all: bool,
+}
+
+impl QpInitInfo {
+    /// Writes the report into the caller's creation attributes, leaving the fields the core
+    /// fills (handler, context, queues) alone.
+    ///
+    /// # Safety
+    ///
+    /// `init` must be valid for writes (it may be uninitialised).
+    pub(crate) unsafe fn write_to(&self, init: *mut bindings::ib_qp_init_attr) {
+        let sig = if self.sq_sig_all {
+            bindings::ib_sig_type_IB_SIGNAL_ALL_WR
+        } else {
+            bindings::ib_sig_type_IB_SIGNAL_REQ_WR
+        };
+        // SAFETY: The caller guarantees `init` valid for writes; only writes, no reads.
+        unsafe {
+            (&raw mut (*init).qp_type).write(self.qp_type as u32);
+            (&raw mut (*init).port_num).write(self.port_num);
+            (&raw mut (*init).cap).write(self.cap.into());
+            (&raw mut (*init).sq_sig_type).write(sig);
+        }
     }
 }
 
@@ -167,19 +465,147 @@ unsafe fn own_object<O: HasDevice, T: Driver>(ptr: *mut O, dev: &Device<T>) -> O
     (o.device() == dev.as_raw()).then_some(ptr)
 }
 
-attr_wrapper!(
-    /// Queue pair attributes (`struct ib_qp_attr`): what `modify_qp` sets (under a mask of
-    /// `IB_QP_*` bits) and `query_qp` reports.
-    QpAttr,
-    bindings::ib_qp_attr
-);
+/// The attributes of a `modify_qp` call (`struct ib_qp_attr` and its mask).
+///
+/// Callers set only the attributes their mask selects (kernel callers commonly leave the rest
+/// of the structure uninitialised), so each accessor returns `None` unless its attribute is
+/// in the mask, and nothing else of the structure is ever read.
+///
+/// # Invariants
+///
+/// `attr` is valid for reads for `'a`, and the fields of the attributes in `mask` are
+/// initialised (the address vectors whole, their `sgid_attr` a reference the core holds for
+/// the call).
+pub struct QpAttr<'a> {
+    attr: NonNull<bindings::ib_qp_attr>,
+    mask: QpAttrMask,
+    _p: PhantomData<&'a bindings::ib_qp_attr>,
+}
+
+macro_rules! masked_getters {
+    ($($(#[$m:meta])* $vis:vis $name:ident => $field:ident: $ty:ty = $bit:ident;)*) => {
+        $(
+            $(#[$m])*
+            $vis fn $name(&self) -> Option<$ty> {
+                if !self.mask.contains(QpAttrMask::$bit) {
+                    return None;
+                }
+                // SAFETY: By the type invariant the field of an attribute in the mask is
+                // initialised; the read goes through a raw pointer to that field only.
+                Some(unsafe { (&raw const (*self.attr.as_ptr()).$field).read() })
+            }
+        )*
+    };
+}
+
+impl<'a> QpAttr<'a> {
+    /// Wraps the attributes of a `modify_qp` call.
+    ///
+    /// # Safety
+    ///
+    /// `attr` must be valid for reads for `'a`, with the fields of the attributes in `mask`
+    /// initialised, as the core passes them to `modify_qp`.
+    pub(crate) unsafe fn from_raw(attr: *mut bindings::ib_qp_attr, mask: u32) -> Option<Self> {
+        // INVARIANT: The caller guarantees validity and the initialised fields.
+        Some(Self {
+            attr: NonNull::new(attr)?,
+            mask: QpAttrMask::from_bits(mask),
+            _p: PhantomData,
+        })
+    }
+
+    /// Returns the attributes being set.
+    pub fn mask(&self) -> QpAttrMask {
+        self.mask
+    }
+
+    /// Returns the state the queue pair is to move to (`None` also for a value out of the
+    /// enumeration).
+    pub fn qp_state(&self) -> Option<QpState> {
+        self.qp_state_raw().and_then(QpState::from_raw)
+    }
+
+    /// Returns the state the caller believes the queue pair is in.
+    pub fn cur_qp_state(&self) -> Option<QpState> {
+        self.cur_qp_state_raw().and_then(QpState::from_raw)
+    }
+
+    /// Returns the capabilities asked for.
+    pub fn cap(&self) -> Option<QpCap> {
+        self.cap_raw().map(QpCap::from)
+    }
+
+    /// Returns the primary address vector.
+    pub fn ah_attr(&self) -> Option<&AhAttr> {
+        // SAFETY: With `IB_QP_AV` the vector is initialised (type invariant); `AhAttr` is a
+        // transparent wrapper that only reads it, for no longer than `self` borrows it.
+        self.mask
+            .contains(QpAttrMask::AV)
+            .then(|| unsafe { &*(&raw const (*self.attr.as_ptr()).ah_attr).cast::<AhAttr>() })
+    }
+
+    /// Returns the alternate address vector.
+    pub fn alt_ah_attr(&self) -> Option<&AhAttr> {
+        // SAFETY: As in `ah_attr`, with `IB_QP_ALT_PATH`.
+        self.mask
+            .contains(QpAttrMask::ALT_PATH)
+            .then(|| unsafe { &*(&raw const (*self.attr.as_ptr()).alt_ah_attr).cast::<AhAttr>() })
+    }
+
+    masked_getters! {
+        qp_state_raw => qp_state: u32 = STATE;
+        cur_qp_state_raw => cur_qp_state: u32 = CUR_STATE;
+        cap_raw => cap: bindings::ib_qp_cap = CAP;
+        /// Returns whether to report the send queue drained (`IB_QP_EN_SQD_ASYNC_NOTIFY`).
+        pub en_sqd_async_notify => en_sqd_async_notify: u8 = EN_SQD_ASYNC_NOTIFY;
+        /// Returns the remote access rights (`IB_ACCESS_*`) of an RC or UC queue pair.
+        pub qp_access_flags => qp_access_flags: i32 = ACCESS_FLAGS;
+        /// Returns the P_Key index.
+        pub pkey_index => pkey_index: u16 = PKEY_INDEX;
+        /// Returns the port number.
+        pub port_num => port_num: u32 = PORT;
+        /// Returns the Q_Key (datagram queue pairs).
+        pub qkey => qkey: u32 = QKEY;
+        /// Returns the path MTU (`enum ib_mtu`).
+        pub path_mtu => path_mtu: u32 = PATH_MTU;
+        /// Returns the local ACK timeout exponent.
+        pub timeout => timeout: u8 = TIMEOUT;
+        /// Returns the retry count.
+        pub retry_cnt => retry_cnt: u8 = RETRY_CNT;
+        /// Returns the RNR retry count.
+        pub rnr_retry => rnr_retry: u8 = RNR_RETRY;
+        /// Returns the receive queue's first PSN.
+        pub rq_psn => rq_psn: u32 = RQ_PSN;
+        /// Returns the outstanding RDMA READ and atomic requests as initiator.
+        pub max_rd_atomic => max_rd_atomic: u8 = MAX_QP_RD_ATOMIC;
+        /// Returns the alternate path's port.
+        pub alt_port_num => alt_port_num: u32 = ALT_PATH;
+        /// Returns the alternate path's P_Key index.
+        pub alt_pkey_index => alt_pkey_index: u16 = ALT_PATH;
+        /// Returns the alternate path's ACK timeout exponent.
+        pub alt_timeout => alt_timeout: u8 = ALT_PATH;
+        /// Returns the minimum RNR NAK timer code.
+        pub min_rnr_timer => min_rnr_timer: u8 = MIN_RNR_TIMER;
+        /// Returns the send queue's first PSN.
+        pub sq_psn => sq_psn: u32 = SQ_PSN;
+        /// Returns the outstanding RDMA READ and atomic requests as responder.
+        pub max_dest_rd_atomic => max_dest_rd_atomic: u8 = MAX_DEST_RD_ATOMIC;
+        /// Returns the path migration state (`enum ib_mig_state`).
+        pub path_mig_state => path_mig_state: u32 = PATH_MIG_STATE;
+        /// Returns the destination QP number.
+        pub dest_qp_num => dest_qp_num: u32 = DEST_QPN;
+    }
+}
 
 /// Returns whether moving a queue pair of type `qp_type` from `cur` to `next` with the
 /// attributes in `mask` is a legal transition (IBTA table 91, `ib_modify_qp_is_ok`).
-pub fn modify_qp_is_ok(cur: u32, next: u32, qp_type: u32, mask: u32) -> bool {
+pub fn modify_qp_is_ok(cur: QpState, next: QpState, qp_type: QpType, mask: QpAttrMask) -> bool {
     // SAFETY: A pure function of its arguments.
-    unsafe { bindings::ib_modify_qp_is_ok(cur, next, qp_type, mask) }
+    unsafe { bindings::ib_modify_qp_is_ok(cur as u32, next as u32, qp_type as u32, mask.bits()) }
 }
+
+/// The fields of a kept copy of queue pair attributes ([`QpAttrCopy::update`]).
+pub type QpAttrFields = bindings::ib_qp_attr;
 
 /// A copy of queue pair attributes that a driver keeps (`struct ib_qp_attr`).
 ///
@@ -206,9 +632,9 @@ impl Default for QpAttrCopy {
 impl QpAttrCopy {
     /// Returns the primary address vector.
     pub fn ah(&self) -> &AhAttr {
-        // SAFETY: `AhAttr` is a transparent wrapper of `rdma_ah_attr`; its accessors only
-        // read plain data (the copy's `sgid_attr` is null).
-        unsafe { &*(&raw const self.0.ah_attr).cast::<AhAttr>() }
+        // SAFETY: `AhAttr` is a transparent wrapper of `rdma_ah_attr`; the copy is initialised
+        // and its `sgid_attr` null.
+        unsafe { AhAttr::from_raw(&raw const self.0.ah_attr) }
     }
 
     /// Returns the attributes.
@@ -217,29 +643,72 @@ impl QpAttrCopy {
     }
 
     /// Changes the attributes with `f`; the core's pointers are dropped from the result.
-    pub fn update(&mut self, f: impl FnOnce(&mut bindings::ib_qp_attr)) {
+    pub fn update(&mut self, f: impl FnOnce(&mut QpAttrFields)) {
         f(&mut self.0);
         // INVARIANT: The pointers `f` may have copied in are cleared.
         self.0.ah_attr.grh.sgid_attr = core::ptr::null();
         self.0.alt_ah_attr.grh.sgid_attr = core::ptr::null();
         self.0.xmit_slave = core::ptr::null_mut();
     }
-}
 
-impl QpAttr {
-    /// Reports the kept attributes `copy`.
-    pub fn set_from(&mut self, copy: &QpAttrCopy) {
-        self.0 = copy.0;
+    /// Writes the copy into a caller's attributes (`query_qp`).
+    ///
+    /// # Safety
+    ///
+    /// `dst` must be valid for writes (it may be uninitialised).
+    pub(crate) unsafe fn write_to(&self, dst: *mut bindings::ib_qp_attr) {
+        // SAFETY: The caller guarantees `dst` valid for writes; the copy's pointers are null
+        // (type invariant), so the core finds no reference it did not take.
+        unsafe { dst.write(self.0) };
     }
 }
 
-attr_wrapper!(
-    /// An address vector (`struct rdma_ah_attr`): where a packet goes.
-    AhAttr,
-    bindings::rdma_ah_attr
-);
+/// What `query_qp` reports: the attributes and the creation parameters.
+#[derive(Clone, Copy)]
+pub struct QpReport {
+    /// The attributes (`struct ib_qp_attr`).
+    pub attr: QpAttrCopy,
+    /// The creation parameters (part of `struct ib_qp_init_attr`).
+    pub init: QpInitInfo,
+}
+
+/// An address vector (`struct rdma_ah_attr`): where a packet goes, as the core passes it to
+/// `create_ah` or `modify_qp`, or as a driver keeps it. Read only.
+///
+/// # Invariants
+///
+/// `self.0` is initialised; its `sgid_attr` is null or a reference the core holds for the call.
+#[repr(transparent)]
+pub struct AhAttr(bindings::rdma_ah_attr);
 
 impl AhAttr {
+    /// Creates a reference from a raw pointer.
+    ///
+    /// # Safety
+    ///
+    /// `ptr` must point to an initialised address vector, valid for reads for `'a`.
+    pub(crate) unsafe fn from_raw<'a>(ptr: *const bindings::rdma_ah_attr) -> &'a Self {
+        // SAFETY: Transparent wrapper; the caller guarantees validity.
+        unsafe { &*ptr.cast() }
+    }
+
+    /// Returns the port number.
+    pub fn port_num(&self) -> u32 {
+        self.0.port_num
+    }
+
+    /// Returns the service level.
+    pub fn sl(&self) -> u8 {
+        self.0.sl
+    }
+
+    /// Returns a copy of the vector without the core's reference to the source GID (null).
+    pub fn to_raw(&self) -> bindings::rdma_ah_attr {
+        let mut a = self.0;
+        a.grh.sgid_attr = core::ptr::null();
+        a
+    }
+
     /// Returns whether the vector has a global route header (RoCE requires one).
     pub fn has_grh(&self) -> bool {
         u32::from(self.0.ah_flags) & bindings::ib_ah_flags_IB_AH_GRH != 0
@@ -260,7 +729,39 @@ impl AhAttr {
         Some(unsafe { self.0.__bindgen_anon_1.roce.dmac })
     }
 
-    /// Makes this a RoCE vector with a global route (the fields not passed are zeroed).
+    /// Returns the global route (meaningful if [`AhAttr::has_grh`]).
+    pub fn global_route(&self) -> GlobalRoute {
+        GlobalRoute {
+            dgid: self.dgid(),
+            flow_label: self.0.grh.flow_label,
+            sgid_index: self.0.grh.sgid_index,
+            hop_limit: self.0.grh.hop_limit,
+            traffic_class: self.0.grh.traffic_class,
+        }
+    }
+}
+
+/// The address vector `query_ah` reports (`struct rdma_ah_attr`): write only, as the caller's
+/// structure may be uninitialised.
+///
+/// # Invariants
+///
+/// `self.0` is valid for writes for `'a`.
+pub struct AhAttrSink<'a>(NonNull<bindings::rdma_ah_attr>, PhantomData<&'a mut ()>);
+
+impl<'a> AhAttrSink<'a> {
+    /// Wraps the caller's structure.
+    ///
+    /// # Safety
+    ///
+    /// `ptr` must be valid for writes, and not accessed otherwise, for `'a`.
+    pub(crate) unsafe fn from_raw(ptr: *mut bindings::rdma_ah_attr) -> Option<Self> {
+        // INVARIANT: The caller guarantees validity for writes.
+        Some(Self(NonNull::new(ptr)?, PhantomData))
+    }
+
+    /// Reports a RoCE vector with a global route (the fields not passed are zeroed, the source
+    /// GID reference null).
     pub fn set_roce(&mut self, grh: &GlobalRoute, dmac: [u8; 6], port_num: u32, sl: u8) {
         let mut a: bindings::rdma_ah_attr = pin_init::zeroed();
         a.type_ = bindings::rdma_ah_attr_type_RDMA_AH_ATTR_TYPE_ROCE;
@@ -273,18 +774,9 @@ impl AhAttr {
         a.grh.hop_limit = grh.hop_limit;
         a.grh.traffic_class = grh.traffic_class;
         a.__bindgen_anon_1.roce.dmac = dmac;
-        self.0 = a;
-    }
-
-    /// Returns the global route (meaningful if [`AhAttr::has_grh`]).
-    pub fn global_route(&self) -> GlobalRoute {
-        GlobalRoute {
-            dgid: self.dgid(),
-            flow_label: self.0.grh.flow_label,
-            sgid_index: self.0.grh.sgid_index,
-            hop_limit: self.0.grh.hop_limit,
-            traffic_class: self.0.grh.traffic_class,
-        }
+        // SAFETY: By the type invariant the pointer is valid for writes; a whole write reads
+        // nothing of the old contents.
+        unsafe { self.0.as_ptr().write(a) };
     }
 }
 

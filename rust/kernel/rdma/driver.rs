@@ -9,12 +9,15 @@ use crate::{
     rdma::{
         attr::{
             AhAttr,
+            AhAttrSink,
             DeviceAttr,
             LinkLayer,
             PortAttr,
             PortImmutable,
             QpAttr,
-            QpInitAttr, //
+            QpAttrMask,
+            QpInitAttr,
+            QpReport, //
         },
         code,
         device::Device,
@@ -22,7 +25,7 @@ use crate::{
             CqHandle,
             QpHandle,
             SrqHandle,
-            Wc, //
+            WcSink, //
         },
         mmap::MmapEntry,
         object::{
@@ -89,7 +92,11 @@ pub trait Driver: Sized + 'static {
     const UVERBS_ABI_VERSION: u32;
 
     /// Fills the device attributes.
-    fn query_device(dev: &Device<Self>, attr: &mut DeviceAttr, udata: &mut UData<'_>) -> Result;
+    fn query_device(
+        dev: &Device<Self>,
+        attr: &mut DeviceAttr,
+        udata: &mut UData<'_, Self>,
+    ) -> Result;
 
     /// Fills the attributes of `port` (numbered from 1).
     fn query_port(dev: &Device<Self>, port: u32, attr: &mut PortAttr) -> Result;
@@ -117,7 +124,7 @@ pub trait Driver: Sized + 'static {
     }
 
     /// Creates the driver's data for a new user context.
-    fn alloc_ucontext(dev: &Device<Self>, udata: &mut UData<'_>) -> Result<Self::UContext>;
+    fn alloc_ucontext(dev: &Device<Self>, udata: &mut UData<'_, Self>) -> Result<Self::UContext>;
 
     /// Creates the driver's data of a completion queue for at least `attr.cqe` completions.
     ///
@@ -129,13 +136,13 @@ pub trait Driver: Sized + 'static {
         dev: &Device<Self>,
         attr: &CqInitAttr,
         handle: CqHandle,
-        udata: &mut UData<'_>,
+        udata: &mut UData<'_, Self>,
     ) -> Result<(impl PinInit<Self::Cq, Error>, u32)>;
 
     /// Resizes a user completion queue to hold at least `cqe` completions.
     ///
     /// Returns the number of completions it now holds.
-    fn resize_cq(_cq: &Cq<Self>, _cqe: u32, _udata: &mut UData<'_>) -> Result<u32> {
+    fn resize_cq(_cq: &Cq<Self>, _cqe: u32, _udata: &mut UData<'_, Self>) -> Result<u32> {
         build_error!(VTABLE_DEFAULT_ERROR)
     }
 
@@ -146,10 +153,10 @@ pub trait Driver: Sized + 'static {
         build_error!(VTABLE_DEFAULT_ERROR)
     }
 
-    /// Moves up to `wc.len()` completions of a kernel completion queue into `wc`.
+    /// Moves completions of a kernel completion queue into `wc`, until it is full.
     ///
-    /// Returns how many it moved.
-    fn poll_cq(_cq: &Cq<Self>, _wc: &mut [Wc]) -> Result<usize> {
+    /// The core learns how many were moved from `wc` itself ([`WcSink::len`]).
+    fn poll_cq(_cq: &Cq<Self>, _wc: &mut WcSink<'_>) -> Result {
         build_error!(VTABLE_DEFAULT_ERROR)
     }
 
@@ -167,7 +174,7 @@ pub trait Driver: Sized + 'static {
         pd: &Pd<Self>,
         init: &mut QpInitAttr,
         handle: QpHandle,
-        udata: &mut UData<'_>,
+        udata: &mut UData<'_, Self>,
     ) -> Result<(impl PinInit<Self::Qp, Error>, u32)>;
 
     /// Checks that a queue pair may be destroyed now (`EBUSY` while attached to a multicast
@@ -203,11 +210,12 @@ pub trait Driver: Sized + 'static {
         build_error!(VTABLE_DEFAULT_ERROR)
     }
 
-    /// Changes the attributes of a queue pair selected by `mask` (`IB_QP_*` bits).
-    fn modify_qp(qp: &Qp<Self>, attr: &QpAttr, mask: u32, udata: &mut UData<'_>) -> Result;
+    /// Changes the attributes of a queue pair selected by the mask of `attr`.
+    fn modify_qp(qp: &Qp<Self>, attr: &QpAttr<'_>, udata: &mut UData<'_, Self>) -> Result;
 
-    /// Reports the attributes of a queue pair.
-    fn query_qp(qp: &Qp<Self>, attr: &mut QpAttr, mask: u32, init: &mut QpInitAttr) -> Result;
+    /// Reports the attributes (at least those in `mask`) and creation parameters of a queue
+    /// pair.
+    fn query_qp(qp: &Qp<Self>, mask: QpAttrMask) -> Result<QpReport>;
 
     /// Creates the driver's data of a shared receive queue (`IB_SRQT_BASIC` only so far).
     ///
@@ -217,7 +225,7 @@ pub trait Driver: Sized + 'static {
         srq_type: u32,
         attr: &mut bindings::ib_srq_attr,
         handle: SrqHandle,
-        udata: &mut UData<'_>,
+        udata: &mut UData<'_, Self>,
     ) -> Result<impl PinInit<Self::Srq, Error>>;
 
     /// Posts one receive work request of a kernel consumer to a shared receive queue.
@@ -230,7 +238,7 @@ pub trait Driver: Sized + 'static {
         _srq: &Srq<Self>,
         _attr: &mut bindings::ib_srq_attr,
         _mask: u32,
-        _udata: &mut UData<'_>,
+        _udata: &mut UData<'_, Self>,
     ) -> Result {
         build_error!(VTABLE_DEFAULT_ERROR)
     }
@@ -248,13 +256,13 @@ pub trait Driver: Sized + 'static {
         _pd: &Pd<Self>,
         _attr: &AhAttr,
         _sleepable: bool,
-        _udata: &mut UData<'_>,
+        _udata: &mut UData<'_, Self>,
     ) -> Result<Self::Ah> {
         build_error!(VTABLE_DEFAULT_ERROR)
     }
 
     /// Reports the address vector of an address handle.
-    fn query_ah(_ah: &Ah<Self>, _attr: &mut AhAttr) -> Result {
+    fn query_ah(_ah: &Ah<Self>, _attr: &mut AhAttrSink<'_>) -> Result {
         build_error!(VTABLE_DEFAULT_ERROR)
     }
 
@@ -264,7 +272,7 @@ pub trait Driver: Sized + 'static {
     fn alloc_mw(
         _dev: &Device<Self>,
         _mw_type: u32,
-        _udata: &mut UData<'_>,
+        _udata: &mut UData<'_, Self>,
     ) -> Result<(Self::Mw, u32)> {
         build_error!(VTABLE_DEFAULT_ERROR)
     }
@@ -278,7 +286,7 @@ pub trait Driver: Sized + 'static {
         _len: u64,
         _iova: u64,
         _access: u32,
-        _udata: &mut UData<'_>,
+        _udata: &mut UData<'_, Self>,
     ) -> Result<(Self::Mr, u32, u32)> {
         build_error!(VTABLE_DEFAULT_ERROR)
     }
@@ -339,7 +347,7 @@ pub trait Driver: Sized + 'static {
     /// Creates the driver's data for a new protection domain.
     ///
     /// The core drops it when the domain is destroyed, after every object in it.
-    fn alloc_pd(_dev: &Device<Self>, _udata: &mut UData<'_>) -> Result<Self::Pd> {
+    fn alloc_pd(_dev: &Device<Self>, _udata: &mut UData<'_, Self>) -> Result<Self::Pd> {
         build_error!(VTABLE_DEFAULT_ERROR)
     }
 }
@@ -1001,15 +1009,20 @@ impl<T: Driver> OpsTable<T> {
         mask: c_int,
         udata: *mut bindings::ib_udata,
     ) -> c_int {
-        // SAFETY: The core passes a live queue pair, the attributes and the call's udata.
+        // SAFETY: The core passes a live queue pair, the attributes (those in `mask` set, the
+        // address vectors with the source GID references it holds for the call) and the call's
+        // udata.
         let (qp, attr, mut udata) = unsafe {
             (
                 Qp::<T>::from_raw(ibqp),
-                &*QpAttr::from_raw(attr),
+                QpAttr::from_raw(attr, mask as u32),
                 UData::from_raw(udata),
             )
         };
-        match T::modify_qp(qp, attr, mask as u32, &mut udata) {
+        let Some(attr) = attr else {
+            return EINVAL.to_errno();
+        };
+        match T::modify_qp(qp, &attr, &mut udata) {
             Ok(()) => 0,
             Err(e) => e.to_errno(),
         }
@@ -1024,25 +1037,24 @@ impl<T: Driver> OpsTable<T> {
         mask: c_int,
         init: *mut bindings::ib_qp_init_attr,
     ) -> c_int {
-        // SAFETY: The core passes a live queue pair and buffers to fill.
-        let (qp, attr, init) = unsafe {
-            (
-                Qp::<T>::from_raw(ibqp),
-                QpAttr::from_raw(attr),
-                QpInitAttr::from_raw(init),
-            )
+        // SAFETY: The core passes a live queue pair.
+        let qp = unsafe { Qp::<T>::from_raw(ibqp) };
+        let report = match T::query_qp(qp, QpAttrMask::from_bits(mask as u32)) {
+            Ok(r) => r,
+            Err(e) => return e.to_errno(),
         };
-        if let Err(e) = T::query_qp(qp, attr, mask as u32, init) {
-            return e.to_errno();
-        }
-        // The creation attributes the core keeps: handler, context and the queues used.
-        // SAFETY: The queue pair is live; these fields are set by the core at creation.
+        // SAFETY: The core passes buffers to fill, which may be uninitialised (kernel callers'
+        // stack variables): only whole fields are written, nothing is read.
         unsafe {
-            init.event_handler = (*ibqp).event_handler;
-            init.qp_context = (*ibqp).qp_context;
-            init.send_cq = (*ibqp).send_cq;
-            init.recv_cq = (*ibqp).recv_cq;
-            init.srq = (*ibqp).srq;
+            report.attr.write_to(attr);
+            report.init.write_to(init);
+            // The creation attributes the core keeps: handler, context and the queues used
+            // (set by the core at creation, pointers it owns).
+            (&raw mut (*init).event_handler).write((*ibqp).event_handler);
+            (&raw mut (*init).qp_context).write((*ibqp).qp_context);
+            (&raw mut (*init).send_cq).write((*ibqp).send_cq);
+            (&raw mut (*init).recv_cq).write((*ibqp).recv_cq);
+            (&raw mut (*init).srq).write((*ibqp).srq);
         }
         0
     }
@@ -1193,7 +1205,7 @@ impl<T: Driver> OpsTable<T> {
                 Ah::<T>::device_of(ibah),
                 // The core sets the domain, a live one of this device, before calling us.
                 Pd::<T>::from_raw((*ibah).pd),
-                &*AhAttr::from_raw((*init).ah_attr),
+                AhAttr::from_raw((*init).ah_attr),
                 (*init).flags & bindings::rdma_create_ah_flags_RDMA_CREATE_AH_SLEEPABLE != 0,
                 UData::from_raw(udata),
             )
@@ -1224,9 +1236,13 @@ impl<T: Driver> OpsTable<T> {
         ibah: *mut bindings::ib_ah,
         attr: *mut bindings::rdma_ah_attr,
     ) -> c_int {
-        // SAFETY: The core passes a live handle and a buffer to fill.
-        let (ah, attr) = unsafe { (Ah::<T>::from_raw(ibah), AhAttr::from_raw(attr)) };
-        match T::query_ah(ah, attr) {
+        // SAFETY: The core passes a live handle and a buffer to fill, which may be
+        // uninitialised (the sink only writes).
+        let (ah, attr) = unsafe { (Ah::<T>::from_raw(ibah), AhAttrSink::from_raw(attr)) };
+        let Some(mut attr) = attr else {
+            return EINVAL.to_errno();
+        };
+        match T::query_ah(ah, &mut attr) {
             Ok(()) => 0,
             Err(e) => e.to_errno(),
         }
@@ -1566,16 +1582,14 @@ impl<T: Driver> OpsTable<T> {
         if num == 0 {
             return 0;
         }
-        // SAFETY: The core passes a live queue and an array of `num` completions to fill;
-        // `Wc` is a transparent wrapper of `ib_wc`.
-        let (cq, wc) = unsafe {
-            (
-                Cq::<T>::from_raw(ibcq),
-                core::slice::from_raw_parts_mut(wc.cast::<Wc>(), num),
-            )
-        };
-        match T::poll_cq(cq, wc) {
-            Ok(n) => n.min(num) as c_int,
+        // SAFETY: The core passes a live queue and an array of `num` completions to fill, which
+        // it does not touch until the call returns (`ib_poll_cq`'s contract); the array need
+        // not be initialised, which `WcSink` allows for.
+        let (cq, mut sink) = unsafe { (Cq::<T>::from_raw(ibcq), WcSink::from_raw(wc, num)) };
+        match T::poll_cq(cq, &mut sink) {
+            // Only the entries the sink wrote are reported: the core reads no others. `num` fits
+            // a `c_int`, so the count does too.
+            Ok(()) => sink.len() as c_int,
             Err(e) => e.to_errno(),
         }
     }

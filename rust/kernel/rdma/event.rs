@@ -23,7 +23,10 @@ use crate::{
         SpinLockIrq, //
     },
 };
-use core::ptr::NonNull;
+use core::{
+    mem::MaybeUninit,
+    ptr::NonNull, //
+};
 
 /// A pointer to a core object, sendable because the handle's lock guards every use.
 struct Live<C>(NonNull<C>);
@@ -285,14 +288,59 @@ pub struct WorkCompletion {
     pub network_hdr_type: u8,
 }
 
-/// A work completion handed to a kernel consumer (`struct ib_wc`), to fill in `poll_cq`.
-#[repr(transparent)]
-pub struct Wc(bindings::ib_wc);
+/// The work completion array of a `poll_cq` call (`struct ib_wc wc[num_entries]`).
+///
+/// The caller's array is not initialised: the driver appends completions one by one with
+/// [`WcSink::push`], and `poll_cq` reports to the core exactly the number appended, so the
+/// core never reads an entry that was not written.
+///
+/// # Invariants
+///
+/// `slots` is the caller's array, valid for writes for `'a`; its first `filled` entries are
+/// initialised.
+pub struct WcSink<'a> {
+    slots: &'a mut [MaybeUninit<bindings::ib_wc>],
+    filled: usize,
+}
 
-impl Wc {
-    /// Fills the completion from `c`, naming the queue pair `qp` if it still exists.
-    pub fn set(&mut self, c: &WorkCompletion, qp: Option<&QpHandle>) {
-        let w = &mut self.0;
+impl<'a> WcSink<'a> {
+    /// Wraps the array of `len` work completions at `ptr`.
+    ///
+    /// # Safety
+    ///
+    /// `ptr` must be valid for writes of `len` entries, and not accessed otherwise, for `'a`
+    /// (it may be uninitialised).
+    pub(crate) unsafe fn from_raw(ptr: *mut bindings::ib_wc, len: usize) -> Self {
+        // INVARIANT: No entry is initialised yet.
+        Self {
+            // SAFETY: The caller guarantees validity and uniqueness for `'a`; `MaybeUninit`
+            // has the layout of its content and makes no claim about initialisation.
+            slots: unsafe { core::slice::from_raw_parts_mut(ptr.cast(), len) },
+            filled: 0,
+        }
+    }
+
+    /// Returns how many completions were appended.
+    pub fn len(&self) -> usize {
+        self.filled
+    }
+
+    /// Returns whether no completion was appended.
+    pub fn is_empty(&self) -> bool {
+        self.filled == 0
+    }
+
+    /// Returns whether the array is full.
+    pub fn is_full(&self) -> bool {
+        self.filled >= self.slots.len()
+    }
+
+    /// Appends the completion `c` of the queue pair `qp` (`None` if it no longer exists).
+    ///
+    /// Fails with `ENOSPC` if the array is full.
+    pub fn push(&mut self, c: &WorkCompletion, qp: Option<&QpHandle>) -> Result {
+        let slot = self.slots.get_mut(self.filled).ok_or(ENOSPC)?;
+        let mut w: bindings::ib_wc = pin_init::zeroed();
         w.__bindgen_anon_1.wr_id = c.wr_id;
         w.status = c.status;
         w.opcode = c.opcode;
@@ -304,14 +352,48 @@ impl Wc {
             .unwrap_or(core::ptr::null_mut());
         w.ex.imm_data = c.ex;
         w.src_qp = c.src_qp;
-        w.slid = 0;
         w.wc_flags = c.wc_flags as i32;
         w.pkey_index = c.pkey_index;
         w.sl = c.sl;
-        w.dlid_path_bits = 0;
         w.port_num = u32::from(c.port_num);
         w.smac = c.smac;
         w.vlan_id = c.vlan_id;
         w.network_hdr_type = c.network_hdr_type;
+        slot.write(w);
+        // INVARIANT: Entry `filled` was just written.
+        self.filled += 1;
+        Ok(())
+    }
+}
+
+#[cfg(CONFIG_KUNIT = "y")]
+#[macros::kunit_tests(rust_kernel_rdma_wc_sink)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reports_only_what_was_written() -> Result {
+        let mut slots = [const { MaybeUninit::<bindings::ib_wc>::uninit() }; 2];
+        // SAFETY: The array is valid for writes of two entries and only used through the sink.
+        let mut sink = unsafe { WcSink::from_raw(slots.as_mut_ptr().cast(), slots.len()) };
+        assert!(sink.is_empty());
+        let c = WorkCompletion {
+            wr_id: 7,
+            ..Default::default()
+        };
+        sink.push(&c, None)?;
+        assert_eq!(sink.len(), 1);
+        assert!(!sink.is_full());
+        sink.push(&c, None)?;
+        assert!(sink.is_full());
+        // A full sink refuses more, and its count stays the number of entries written.
+        assert!(sink.push(&c, None).is_err());
+        assert_eq!(sink.len(), 2);
+        // SAFETY: The sink wrote both entries.
+        let first = unsafe { slots[0].assume_init_ref() };
+        // SAFETY: `wr_id` is the union member the sink wrote.
+        assert_eq!(unsafe { first.__bindgen_anon_1.wr_id }, 7);
+        assert!(first.qp.is_null());
+        Ok(())
     }
 }

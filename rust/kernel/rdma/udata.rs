@@ -11,39 +11,48 @@ use crate::{
         object::UContext, //
     },
 };
+use core::marker::PhantomData;
 use zerocopy::{
     FromBytes,
     Immutable,
     IntoBytes, //
 };
 
-/// The driver-specific part of a verb's request and response (`struct ib_udata`).
+/// The driver-specific part of a verb's request and response (`struct ib_udata`) of a call
+/// to a device of driver `T`.
 ///
 /// Absent (`None` inside) when the verb comes from a kernel caller. The second field tells
 /// whether the udata is the `driver_udata` of a uverbs call's attribute bundle (the core also
 /// passes udata of its own, e.g. to `query_device` at registration).
-pub struct UData<'a>(Option<&'a mut bindings::ib_udata>, bool);
+///
+/// # Invariants
+///
+/// If the second field is `true`, the udata is the `driver_udata` of the attribute bundle of
+/// a uverbs call on a device of driver `T`, so the bundle's user context is a context of `T`.
+pub struct UData<'a, T: Driver>(Option<&'a mut bindings::ib_udata>, bool, PhantomData<T>);
 
-impl<'a> UData<'a> {
+impl<'a, T: Driver> UData<'a, T> {
     /// Wraps a raw pointer, which may be null.
     ///
     /// # Safety
     ///
     /// `ptr` must be null or valid and unaliased for `'a`.
     pub(crate) unsafe fn from_raw(ptr: *mut bindings::ib_udata) -> Self {
+        // INVARIANT: The second field is `false`.
         // SAFETY: The caller guarantees validity and uniqueness for `'a`.
-        Self(unsafe { ptr.as_mut() }, false)
+        Self(unsafe { ptr.as_mut() }, false, PhantomData)
     }
 
     /// Wraps a raw pointer, which may be null, to the `driver_udata` of a uverbs call.
     ///
     /// # Safety
     ///
-    /// `ptr` must be null or the `driver_udata` of a `struct uverbs_attr_bundle`, valid and
-    /// unaliased for `'a`.
+    /// `ptr` must be null or the `driver_udata` of a `struct uverbs_attr_bundle` of a call on
+    /// a device of driver `T`, valid and unaliased for `'a`.
     pub(crate) unsafe fn from_bundle(ptr: *mut bindings::ib_udata) -> Self {
+        // INVARIANT: The caller guarantees the bundle is of a call on a device of `T`.
         // SAFETY: The caller guarantees validity and uniqueness for `'a`.
-        Self(unsafe { ptr.as_mut() }, true)
+        Self(unsafe { ptr.as_mut() }, true, PhantomData)
     }
 
     /// Returns whether the call came from user space.
@@ -73,18 +82,22 @@ impl<'a> UData<'a> {
     }
 
     /// Returns the user context of the call, if it came from user space.
-    pub fn ucontext<T: Driver>(&self) -> Option<&UContext<T>> {
+    ///
+    /// The context's driver is the driver of the call's device, fixed by the type: a driver
+    /// cannot view another driver's context as its own.
+    pub fn ucontext(&self) -> Option<&UContext<T>> {
         if !self.1 {
             return None;
         }
         let u = self.0.as_deref()?;
-        // SAFETY: A udata of a verb of driver `T` is the `driver_udata` of the call's attribute
-        // bundle, whose context belongs to the device the verb runs on.
+        // SAFETY: By the type invariant `u` is the `driver_udata` of an attribute bundle, which
+        // is what `rdma_udata_to_ucontext` takes.
         let ctx = unsafe { bindings::rdma_udata_to_ucontext(core::ptr::from_ref(u).cast_mut()) };
         if ctx.is_null() {
             return None;
         }
-        // SAFETY: The context outlives the call and is of driver `T` (see above).
+        // SAFETY: The context outlives the call (the core holds it for the call's duration) and,
+        // by the type invariant, belongs to a device of driver `T`, so it is a `UContext<T>`.
         Some(unsafe { UContext::from_raw(ctx) })
     }
 

@@ -14,11 +14,11 @@ use crate::{
     Rxe, //
 };
 use kernel::{
-    bindings,
     prelude::*,
     rdma::{
         attr::{
             AhAttr,
+            AhAttrSink,
             GlobalRoute, //
         },
         device::Device,
@@ -81,7 +81,7 @@ impl Ah {
         pd: &Pd<Rxe>,
         attr: &AhAttr,
         sleepable: bool,
-        udata: &mut UData<'_>,
+        udata: &mut UData<'_, Rxe>,
     ) -> Result<Self> {
         // RoCE addresses are IP addresses: no global route, no destination.
         if !attr.has_grh() {
@@ -99,8 +99,8 @@ impl Ah {
                 pd: pd.as_raw() as usize,
                 grh,
                 dmac: attr.roce_dmac().unwrap_or_default(),
-                port_num: attr.port_num,
-                sl: attr.sl,
+                port_num: attr.port_num(),
+                sl: attr.sl(),
             },
             gfp,
         )?;
@@ -116,10 +116,8 @@ impl Ah {
     }
 
     /// Reports the address vector.
-    pub(crate) fn query(&self, attr: &mut AhAttr) {
+    pub(crate) fn query(&self, attr: &mut AhAttrSink<'_>) {
         let av = &self.av;
         attr.set_roce(&av.grh, av.dmac, av.port_num, av.sl);
     }
 }
-
-const _: () = assert!(bindings::ib_ah_flags_IB_AH_GRH != 0);

@@ -29,7 +29,7 @@ use kernel::{
             CqEvent,
             CqHandle,
             QpHandle,
-            Wc,
+            WcSink,
             WorkCompletion, //
         },
         object::UContext,
@@ -212,9 +212,9 @@ impl Cq {
         dev: &Device<Rxe>,
         attr: &CqInitAttr,
         handle: CqHandle,
-        udata: &mut UData<'_>,
+        udata: &mut UData<'_, Rxe>,
     ) -> Result<(impl PinInit<Self, Error>, u32)> {
-        let ctx = udata.ucontext::<Rxe>();
+        let ctx = udata.ucontext();
         if ctx.is_some() && udata.outlen() < core::mem::size_of::<CqResp>() {
             pr_debug!("create_cq response too small ({})\n", udata.outlen());
             return Err(EINVAL);
@@ -266,9 +266,9 @@ impl Cq {
     }
 
     /// Resizes the queue to hold at least `cqe` completions, keeping those not yet polled.
-    pub(crate) fn resize(&self, cqe: u32, udata: &mut UData<'_>) -> Result<u32> {
+    pub(crate) fn resize(&self, cqe: u32, udata: &mut UData<'_, Rxe>) -> Result<u32> {
         check_cqe(cqe)?;
-        let ctx = udata.ucontext::<Rxe>().ok_or(EINVAL)?;
+        let ctx = udata.ucontext().ok_or(EINVAL)?;
         if udata.outlen() < core::mem::size_of::<CqResp>() {
             return Err(EINVAL);
         }
@@ -311,22 +311,20 @@ impl Cq {
         Ok(report && inner.ring.producer.count()? > 0)
     }
 
-    /// Moves completions of a kernel queue into `out`; returns how many.
-    pub(crate) fn poll(&self, out: &mut [Wc]) -> Result<usize> {
+    /// Moves completions of a kernel queue into `out`, until it is full or the queue empty.
+    pub(crate) fn poll(&self, out: &mut WcSink<'_>) -> Result {
         let mut inner = self.core.inner.lock();
         let reader = inner.reader.as_mut().ok_or(EINVAL)?;
         let mut cqe = Cqe::default();
-        let mut n = 0;
-        for wc in out.iter_mut() {
+        while !out.is_full() {
             let slot = reader.consumer.index() as usize;
             if !reader.consumer.pop(cqe.as_mut_bytes())? {
                 break;
             }
             let qp = reader.qps.get_mut(slot).and_then(Option::take);
-            wc.set(&WorkCompletion::from(&cqe), qp.as_ref());
-            n += 1;
+            out.push(&WorkCompletion::from(&cqe), qp.as_ref())?;
         }
-        Ok(n)
+        Ok(())
     }
 
     /// Returns how many completions (at most `max`) wait in a kernel queue.

@@ -196,7 +196,7 @@ impl Mr {
         len: u64,
         iova: u64,
         access: u32,
-        udata: &mut UData<'_>,
+        udata: &mut UData<'_, Rxe>,
     ) -> Result<(Self, u32, u32)> {
         udata.check_in_empty()?;
         check_access(access)?;

@@ -50,7 +50,7 @@ impl Mw {
     pub(crate) fn new(
         dev: &Device<Rxe>,
         mw_type: u32,
-        udata: &mut UData<'_>,
+        udata: &mut UData<'_, Rxe>,
     ) -> Result<(Self, u32)> {
         udata.check_in_empty()?;
         if mw_type != bindings::ib_mw_type_IB_MW_TYPE_1

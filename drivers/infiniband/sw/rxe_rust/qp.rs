@@ -61,9 +61,17 @@ use kernel::{
     rdma::{
         attr::{
             modify_qp_is_ok,
+            AhAttr,
             QpAttr,
             QpAttrCopy,
-            QpInitAttr, //
+            QpAttrFields,
+            QpAttrMask,
+            QpCap,
+            QpInitAttr,
+            QpInitInfo,
+            QpReport,
+            QpState as IbQpState,
+            QpType as IbQpType, //
         },
         code,
         device::Device,
@@ -111,8 +119,8 @@ struct CreateQpResp {
 /// Its locks disable interrupts: kernel consumers may post from softirq context.
 #[pin_data]
 pub(crate) struct QpShared {
-    /// The `enum ib_qp_type`.
-    pub(crate) qp_type: u32,
+    /// The queue pair type.
+    pub(crate) qp_type: IbQpType,
     /// The QP number, set once the number is allocated.
     qpn: AtomicU32,
     /// The `enum ib_qp_state`; changed under the owner's state mutex, read without it.
@@ -199,9 +207,10 @@ const MAX_SEND_WQE: usize = param::SEND_WQE_SIZE + param::MAX_INLINE_DATA as usi
 const MAX_RECV_WQE: usize = param::RECV_WQE_SIZE + param::MAX_SGE as usize * param::SGE_SIZE;
 
 impl QpShared {
-    /// Returns the state (`enum ib_qp_state`).
-    fn state(&self) -> u32 {
-        self.state.load(Acquire)
+    /// Returns the state.
+    fn state(&self) -> IbQpState {
+        // Only `IbQpState` values are stored.
+        IbQpState::from_raw(self.state.load(Acquire)).unwrap_or(IbQpState::Err)
     }
 
     /// Completes the malformed send WQE at `index` with `IB_WC_LOC_QP_OP_ERR` and frees its
@@ -223,7 +232,7 @@ impl QpShared {
     /// Moves the queue pair to the error state because its transport failed (retries
     /// exhausted, a NAK, a bad WQE): what it did not hold yet is flushed too.
     pub(crate) fn enter_error(&self) {
-        let err = bindings::ib_qp_state_IB_QPS_ERR;
+        let err = IbQpState::Err as u32;
         if self.state.swap(err, AcqRel) != err {
             self.flush();
         }
@@ -232,7 +241,7 @@ impl QpShared {
     /// Posts a kernel consumer's receive request (as `post_one_recv` of the C driver).
     pub(crate) fn post_recv(&self, wr: &RecvWr<'_>) -> Result {
         // User space posts through its mapped ring; a kernel post would race with it.
-        if self.user || self.state() == bindings::ib_qp_state_IB_QPS_RESET {
+        if self.user || self.state() == IbQpState::Reset {
             return Err(EINVAL);
         }
         {
@@ -256,7 +265,7 @@ impl QpShared {
             producer.push(slot.get(..len).ok_or(EINVAL)?)?;
         }
         // A queue pair in error completes what is posted at once, with a flush status.
-        if self.state() == bindings::ib_qp_state_IB_QPS_ERR {
+        if self.state() == IbQpState::Err {
             self.flush();
         }
         Ok(())
@@ -289,13 +298,12 @@ impl QpShared {
 
     /// Returns whether the requester may send (RTS).
     pub(crate) fn can_send(&self) -> bool {
-        self.state() == bindings::ib_qp_state_IB_QPS_RTS
+        self.state() == IbQpState::Rts
     }
 
     /// Returns whether the responder takes packets (RTR to SQE).
     pub(crate) fn can_receive(&self) -> bool {
-        (bindings::ib_qp_state_IB_QPS_RTR..=bindings::ib_qp_state_IB_QPS_SQE)
-            .contains(&self.state())
+        (IbQpState::Rtr..=IbQpState::Sqe).contains(&self.state())
     }
 
     /// Returns the limits send WQEs are checked against.
@@ -389,7 +397,7 @@ impl QpShared {
             (sq.max_sge, sq.max_inline)
         };
         if wr.opcode == bindings::ib_wr_opcode_IB_WR_REG_MR {
-            if self.qp_type != bindings::ib_qp_type_IB_QPT_RC {
+            if self.qp_type != IbQpType::Rc {
                 return Err(EINVAL);
             }
         } else {
@@ -425,11 +433,11 @@ impl QpShared {
         let state = self.state();
         // As the C driver (C10-97.2.1 for receives): not before RTS. User space posts through
         // its ring and the doorbell.
-        if state < bindings::ib_qp_state_IB_QPS_RTS || self.user {
+        if state < IbQpState::Rts || self.user {
             return Err(EINVAL);
         }
         self.check_send(wr)?;
-        if state != bindings::ib_qp_state_IB_QPS_ERR {
+        if state != IbQpState::Err {
             return Err(code::eopnotsupp());
         }
         self.send_cq
@@ -517,7 +525,7 @@ pub(crate) struct Qp {
 }
 
 /// Checks requested capabilities against the device's limits (as `rxe_qp_chk_cap`).
-fn check_cap(cap: &bindings::ib_qp_cap, has_srq: bool) -> Result {
+fn check_cap(cap: &QpCap, has_srq: bool) -> Result {
     let ok = cap.max_send_wr <= param::MAX_QP_WR as u32
         && cap.max_send_sge <= param::MAX_SGE as u32
         && (has_srq
@@ -539,7 +547,7 @@ impl Qp {
         pd: &Pd<Rxe>,
         init: &mut QpInitAttr,
         handle: QpHandle,
-        udata: &mut UData<'_>,
+        udata: &mut UData<'_, Rxe>,
     ) -> Result<(impl PinInit<Self, Error>, u32)> {
         let ctx = if udata.is_user() {
             if udata.inlen() != 0 {
@@ -550,29 +558,25 @@ impl Qp {
                 pr_debug!("create_qp response too small ({})\n", udata.outlen());
                 return Err(EINVAL);
             }
-            udata.ucontext::<Rxe>()
+            udata.ucontext()
         } else {
             None
         };
-        if init.create_flags != 0 {
+        if init.create_flags() != 0 {
             return Err(code::eopnotsupp());
         }
-        let qp_type = init.qp_type;
-        let gsi = qp_type == bindings::ib_qp_type_IB_QPT_GSI;
-        if !(gsi
-            || qp_type == bindings::ib_qp_type_IB_QPT_RC
-            || qp_type == bindings::ib_qp_type_IB_QPT_UC
-            || qp_type == bindings::ib_qp_type_IB_QPT_UD)
-        {
-            return Err(code::eopnotsupp());
-        }
+        let qp_type = match init.qp_type() {
+            Some(t @ (IbQpType::Gsi | IbQpType::Rc | IbQpType::Uc | IbQpType::Ud)) => t,
+            _ => return Err(code::eopnotsupp()),
+        };
+        let gsi = qp_type == IbQpType::Gsi;
         if !init.has_cqs() {
             pr_debug!("create_qp without a completion queue\n");
             return Err(EINVAL);
         }
         let has_srq = init.has_srq();
-        check_cap(&init.cap, has_srq)?;
-        if gsi && init.port_num != param::PORT {
+        check_cap(&init.cap(), has_srq)?;
+        if gsi && init.port_num() != param::PORT {
             return Err(EINVAL);
         }
 
@@ -587,7 +591,7 @@ impl Qp {
         let count = dev.qps.take()?;
 
         // Send queue: a WQE holds its SGEs or its inline data, whichever is larger.
-        let cap = init.cap;
+        let cap = init.cap();
         let data = (cap.max_send_sge * SGE_SIZE).max(cap.max_inline_data);
         let (sq, sq_mi) = WorkQueue::new(
             cap.max_send_wr,
@@ -613,12 +617,14 @@ impl Qp {
         }
 
         // The capabilities really given, which may exceed those asked for.
-        init.cap.max_send_wr = sq.max_wr;
-        init.cap.max_send_sge = sq.max_sge;
-        init.cap.max_inline_data = sq.max_inline;
+        let mut given = cap;
+        given.max_send_wr = sq.max_wr;
+        given.max_send_sge = sq.max_sge;
+        given.max_inline_data = sq.max_inline;
         if let Some(rq) = &rq {
-            init.cap.max_recv_wr = rq.max_wr;
+            given.max_recv_wr = rq.max_wr;
         }
+        init.set_cap(given);
         let max_send = (sq.max_wr, sq.max_sge, sq.max_inline);
         let max_recv = rq.as_ref().map(|rq| (rq.max_wr, rq.max_sge));
 
@@ -626,7 +632,7 @@ impl Qp {
             try_pin_init!(QpShared {
                 qp_type,
                 qpn: AtomicU32::new(0),
-                state: AtomicU32::new(bindings::ib_qp_state_IB_QPS_RESET),
+                state: AtomicU32::new(IbQpState::Reset as u32),
                 user,
                 pd: pd.as_raw() as usize,
                 handle,
@@ -648,8 +654,8 @@ impl Qp {
 
         let mut attr = QpAttrCopy::default();
         attr.update(|a| {
-            a.qp_state = bindings::ib_qp_state_IB_QPS_RESET;
-            a.cur_qp_state = bindings::ib_qp_state_IB_QPS_RESET;
+            a.qp_state = IbQpState::Reset as u32;
+            a.cur_qp_state = IbQpState::Reset as u32;
             a.path_mtu = bindings::ib_mtu_IB_MTU_256;
             a.port_num = param::PORT;
             if gsi {
@@ -657,7 +663,7 @@ impl Qp {
             }
         });
         let number = qpn.get();
-        let sq_sig_all = init.sq_sig_type == bindings::ib_sig_type_IB_SIGNAL_ALL_WR;
+        let sq_sig_all = init.sq_sig_all();
         Ok((
             try_pin_init!(Self {
                 shared,
@@ -673,52 +679,52 @@ impl Qp {
         ))
     }
 
-    /// Applies `attr` under `mask`, after checking the transition and every value.
-    pub(crate) fn modify(
-        &self,
-        attr: &QpAttr,
-        mask: u32,
-        worker: &Worker,
-        port_mtu: IbMtu,
-    ) -> Result {
-        if mask & !bindings::ib_qp_attr_mask_IB_QP_ATTR_STANDARD_BITS != 0 {
+    /// Applies `attr` (the attributes in its mask), after checking the transition and every
+    /// value.
+    pub(crate) fn modify(&self, attr: &QpAttr<'_>, worker: &Worker, port_mtu: IbMtu) -> Result {
+        let mask = attr.mask();
+        if !mask.is_standard() {
             return Err(code::eopnotsupp());
         }
+        let bad_state = || {
+            pr_debug!("QP state out of range\n");
+            EINVAL
+        };
         let mut st = self.state.lock();
-        let cur = if mask & bindings::ib_qp_attr_mask_IB_QP_CUR_STATE != 0 {
-            attr.cur_qp_state
+        let cur = if mask.contains(QpAttrMask::CUR_STATE) {
+            attr.cur_qp_state().ok_or_else(bad_state)?
         } else {
             self.shared.state()
         };
-        let next = if mask & bindings::ib_qp_attr_mask_IB_QP_STATE != 0 {
-            attr.qp_state
+        let next = if mask.contains(QpAttrMask::STATE) {
+            attr.qp_state().ok_or_else(bad_state)?
         } else {
             cur
         };
         let qp_type = self.shared.qp_type;
         if !modify_qp_is_ok(cur, next, qp_type, mask) {
             pr_debug!(
-                "illegal QP transition {} -> {} with mask {:#x}\n",
+                "illegal QP transition {:?} -> {:?} with mask {:#x}\n",
                 cur,
                 next,
-                mask
+                mask.bits()
             );
             return Err(EINVAL);
         }
-        check_attr(attr, mask, qp_type)?;
-        st.attr.update(|dst| apply(dst, attr, mask));
+        check_attr(attr, qp_type)?;
+        st.attr.update(|dst| apply(dst, attr));
         let shared = &self.shared;
         if next != cur {
             match next {
                 // Kernel queue pairs get a transport once kernel memory (DMA and fast
                 // registration regions) can be reached: until then packets for them are
                 // dropped rather than failing the QP (QP1 included).
-                bindings::ib_qp_state_IB_QPS_RTR if shared.user => {
+                IbQpState::Rtr if shared.user => {
                     let sq_read = shared.sq.lock().consumer.index();
                     let t = Transport::new(shared, self.sq_sig_all, &st.attr, port_mtu, sq_read)?;
                     *shared.transport.lock() = Some(t);
                 }
-                bindings::ib_qp_state_IB_QPS_RTS if cur == bindings::ib_qp_state_IB_QPS_RTR => {
+                IbQpState::Rts if cur == IbQpState::Rtr => {
                     if let Some(t) = (*shared.transport.lock()).as_mut() {
                         t.start(shared, self.sq_sig_all, &st.attr, port_mtu)?;
                     }
@@ -726,12 +732,12 @@ impl Qp {
                 _ => (),
             }
         }
-        shared.state.store(next, Release);
-        if next == bindings::ib_qp_state_IB_QPS_ERR {
+        shared.state.store(next as u32, Release);
+        if next == IbQpState::Err {
             // What the transport holds first, then what is still in the rings.
             worker.fail(shared);
             shared.flush();
-        } else if next == bindings::ib_qp_state_IB_QPS_RESET {
+        } else if next == IbQpState::Reset {
             *shared.transport.lock() = None;
             shared.discard();
         }
@@ -751,10 +757,10 @@ impl Qp {
     /// Rings the send doorbell of a user queue pair: the packet path does not exist yet.
     pub(crate) fn doorbell(&self, worker: &Arc<Worker>) -> Result {
         let shared = &self.shared;
-        if !shared.user || shared.state() < bindings::ib_qp_state_IB_QPS_RTS {
+        if !shared.user || shared.state() < IbQpState::Rts {
             return Err(EINVAL);
         }
-        if shared.state() == bindings::ib_qp_state_IB_QPS_ERR {
+        if shared.state() == IbQpState::Err {
             shared.flush();
             return Ok(());
         }
@@ -780,135 +786,143 @@ impl Qp {
     }
 
     /// Reports the attributes and the creation parameters.
-    pub(crate) fn query(&self, attr: &mut QpAttr, init: &mut QpInitAttr) {
-        let st = self.state.lock();
-        attr.set_from(&st.attr);
+    pub(crate) fn query(&self) -> QpReport {
+        let mut attr = self.state.lock().attr;
         // The transport may have moved the queue pair to ERR since the last modify.
-        attr.qp_state = self.shared.state();
-        attr.cur_qp_state = attr.qp_state;
-        (
-            attr.cap.max_send_wr,
-            attr.cap.max_send_sge,
-            attr.cap.max_inline_data,
-        ) = self.max_send;
-        if let Some((wr, sge)) = self.max_recv {
-            attr.cap.max_recv_wr = wr;
-            attr.cap.max_recv_sge = sge;
-        }
-        init.qp_type = self.shared.qp_type;
-        init.port_num = param::PORT;
-        init.cap = attr.cap;
-        init.sq_sig_type = if self.sq_sig_all {
-            bindings::ib_sig_type_IB_SIGNAL_ALL_WR
-        } else {
-            bindings::ib_sig_type_IB_SIGNAL_REQ_WR
+        let state = self.shared.state() as u32;
+        let (max_send_wr, max_send_sge, max_inline_data) = self.max_send;
+        let (max_recv_wr, max_recv_sge) = self.max_recv.unwrap_or((0, 0));
+        let cap = QpCap {
+            max_send_wr,
+            max_send_sge,
+            max_inline_data,
+            max_recv_wr,
+            max_recv_sge,
+            max_rdma_ctxs: 0,
         };
+        attr.update(|a| {
+            a.qp_state = state;
+            a.cur_qp_state = state;
+            a.cap = cap.into();
+        });
+        QpReport {
+            attr,
+            init: QpInitInfo {
+                qp_type: self.shared.qp_type,
+                port_num: param::PORT,
+                cap,
+                sq_sig_all: self.sq_sig_all,
+            },
+        }
     }
 }
 
 /// Checks the values of a modify request (as `rxe_qp_chk_attr`).
-fn check_attr(attr: &QpAttr, mask: u32, qp_type: u32) -> Result {
-    let m = |bit: u32| mask & bit != 0;
-    let bad = (m(bindings::ib_qp_attr_mask_IB_QP_PORT) && attr.port_num != param::PORT)
-        || (m(bindings::ib_qp_attr_mask_IB_QP_CAP) && check_cap(&attr.cap, false).is_err())
-        || (m(bindings::ib_qp_attr_mask_IB_QP_ACCESS_FLAGS)
-            && (!(qp_type == bindings::ib_qp_type_IB_QPT_RC
-                || qp_type == bindings::ib_qp_type_IB_QPT_UC)
-                || attr.qp_access_flags as u32 & !param::ACCESS_SUPPORTED_QP != 0))
-        || (m(bindings::ib_qp_attr_mask_IB_QP_AV) && check_av(&attr.ah_attr).is_err())
-        || (m(bindings::ib_qp_attr_mask_IB_QP_ALT_PATH)
-            && (check_av(&attr.alt_ah_attr).is_err()
-                || attr.alt_port_num != param::PORT
-                || attr.alt_timeout > 31))
-        || (m(bindings::ib_qp_attr_mask_IB_QP_PATH_MTU)
-            && attr.path_mtu > bindings::ib_mtu_IB_MTU_4096)
-        || (m(bindings::ib_qp_attr_mask_IB_QP_MAX_QP_RD_ATOMIC)
-            && u32::from(attr.max_rd_atomic) > param::MAX_QP_RD_ATOM as u32)
-        || (m(bindings::ib_qp_attr_mask_IB_QP_TIMEOUT) && attr.timeout > 31);
+fn check_attr(attr: &QpAttr<'_>, qp_type: IbQpType) -> Result {
+    let bad = attr.port_num().is_some_and(|p| p != param::PORT)
+        || attr.cap().is_some_and(|c| check_cap(&c, false).is_err())
+        || attr.qp_access_flags().is_some_and(|a| {
+            !matches!(qp_type, IbQpType::Rc | IbQpType::Uc)
+                || a as u32 & !param::ACCESS_SUPPORTED_QP != 0
+        })
+        || attr.ah_attr().is_some_and(|ah| check_av(ah).is_err())
+        || attr.alt_ah_attr().is_some_and(|ah| check_av(ah).is_err())
+        || attr.alt_port_num().is_some_and(|p| p != param::PORT)
+        || attr.alt_timeout().is_some_and(|t| t > 31)
+        || attr.path_mtu().is_some_and(|m| m > IbMtu::Mtu4096.raw())
+        || attr
+            .max_rd_atomic()
+            .is_some_and(|n| u32::from(n) > param::MAX_QP_RD_ATOM as u32)
+        || attr.timeout().is_some_and(|t| t > 31);
     if bad {
-        pr_debug!("bad QP attributes (mask {:#x})\n", mask);
+        pr_debug!("bad QP attributes (mask {:#x})\n", attr.mask().bits());
         return Err(EINVAL);
     }
     Ok(())
 }
 
 /// Checks an address vector: RoCE needs a global route with a valid source GID index.
-fn check_av(ah: &bindings::rdma_ah_attr) -> Result {
-    if u32::from(ah.ah_flags) & bindings::ib_ah_flags_IB_AH_GRH == 0 {
+fn check_av(ah: &AhAttr) -> Result {
+    if !ah.has_grh() {
         return Err(EINVAL);
     }
-    if u32::from(ah.grh.sgid_index) >= param::PORT_GID_TBL_LEN as u32 {
+    if u32::from(ah.global_route().sgid_index) >= param::PORT_GID_TBL_LEN as u32 {
         return Err(EINVAL);
     }
     Ok(())
 }
 
-/// Copies the attributes selected by `mask` (as `rxe_qp_from_attr`).
-fn apply(dst: &mut bindings::ib_qp_attr, src: &QpAttr, mask: u32) {
-    let m = |bit: u32| mask & bit != 0;
-    if m(bindings::ib_qp_attr_mask_IB_QP_CUR_STATE) {
-        dst.cur_qp_state = src.qp_state;
+/// Copies the attributes of `src`'s mask (as `rxe_qp_from_attr`).
+fn apply(dst: &mut QpAttrFields, src: &QpAttr<'_>) {
+    if let Some(s) = src.cur_qp_state() {
+        dst.cur_qp_state = s as u32;
     }
-    if m(bindings::ib_qp_attr_mask_IB_QP_STATE) {
-        dst.qp_state = src.qp_state;
-        dst.cur_qp_state = src.qp_state;
+    if let Some(s) = src.qp_state() {
+        dst.qp_state = s as u32;
+        dst.cur_qp_state = s as u32;
     }
-    if m(bindings::ib_qp_attr_mask_IB_QP_MAX_QP_RD_ATOMIC) {
-        dst.max_rd_atomic = round_atomic(src.max_rd_atomic);
+    if let Some(n) = src.max_rd_atomic() {
+        dst.max_rd_atomic = round_atomic(n);
     }
-    if m(bindings::ib_qp_attr_mask_IB_QP_MAX_DEST_RD_ATOMIC) {
-        dst.max_dest_rd_atomic = round_atomic(src.max_dest_rd_atomic);
+    if let Some(n) = src.max_dest_rd_atomic() {
+        dst.max_dest_rd_atomic = round_atomic(n);
     }
-    if m(bindings::ib_qp_attr_mask_IB_QP_EN_SQD_ASYNC_NOTIFY) {
-        dst.en_sqd_async_notify = src.en_sqd_async_notify;
+    if let Some(v) = src.en_sqd_async_notify() {
+        dst.en_sqd_async_notify = v;
     }
-    if m(bindings::ib_qp_attr_mask_IB_QP_ACCESS_FLAGS) {
-        dst.qp_access_flags = src.qp_access_flags;
+    if let Some(v) = src.qp_access_flags() {
+        dst.qp_access_flags = v;
     }
-    if m(bindings::ib_qp_attr_mask_IB_QP_PKEY_INDEX) {
-        dst.pkey_index = src.pkey_index;
+    if let Some(v) = src.pkey_index() {
+        dst.pkey_index = v;
     }
-    if m(bindings::ib_qp_attr_mask_IB_QP_PORT) {
-        dst.port_num = src.port_num;
+    if let Some(v) = src.port_num() {
+        dst.port_num = v;
     }
-    if m(bindings::ib_qp_attr_mask_IB_QP_QKEY) {
-        dst.qkey = src.qkey;
+    if let Some(v) = src.qkey() {
+        dst.qkey = v;
     }
-    if m(bindings::ib_qp_attr_mask_IB_QP_AV) {
-        dst.ah_attr = src.ah_attr;
+    if let Some(ah) = src.ah_attr() {
+        dst.ah_attr = ah.to_raw();
     }
-    if m(bindings::ib_qp_attr_mask_IB_QP_ALT_PATH) {
-        dst.alt_ah_attr = src.alt_ah_attr;
-        dst.alt_port_num = src.alt_port_num;
-        dst.alt_pkey_index = src.alt_pkey_index;
-        dst.alt_timeout = src.alt_timeout;
+    if let Some(ah) = src.alt_ah_attr() {
+        dst.alt_ah_attr = ah.to_raw();
     }
-    if m(bindings::ib_qp_attr_mask_IB_QP_PATH_MTU) {
-        dst.path_mtu = src.path_mtu;
+    if let Some(v) = src.alt_port_num() {
+        dst.alt_port_num = v;
     }
-    if m(bindings::ib_qp_attr_mask_IB_QP_TIMEOUT) {
-        dst.timeout = src.timeout;
+    if let Some(v) = src.alt_pkey_index() {
+        dst.alt_pkey_index = v;
     }
-    if m(bindings::ib_qp_attr_mask_IB_QP_RETRY_CNT) {
-        dst.retry_cnt = src.retry_cnt;
+    if let Some(v) = src.alt_timeout() {
+        dst.alt_timeout = v;
     }
-    if m(bindings::ib_qp_attr_mask_IB_QP_RNR_RETRY) {
-        dst.rnr_retry = src.rnr_retry;
+    if let Some(v) = src.path_mtu() {
+        dst.path_mtu = v;
     }
-    if m(bindings::ib_qp_attr_mask_IB_QP_RQ_PSN) {
-        dst.rq_psn = src.rq_psn & 0x00ff_ffff;
+    if let Some(v) = src.timeout() {
+        dst.timeout = v;
     }
-    if m(bindings::ib_qp_attr_mask_IB_QP_MIN_RNR_TIMER) {
-        dst.min_rnr_timer = src.min_rnr_timer;
+    if let Some(v) = src.retry_cnt() {
+        dst.retry_cnt = v;
     }
-    if m(bindings::ib_qp_attr_mask_IB_QP_SQ_PSN) {
-        dst.sq_psn = src.sq_psn & 0x00ff_ffff;
+    if let Some(v) = src.rnr_retry() {
+        dst.rnr_retry = v;
     }
-    if m(bindings::ib_qp_attr_mask_IB_QP_PATH_MIG_STATE) {
-        dst.path_mig_state = src.path_mig_state;
+    if let Some(v) = src.rq_psn() {
+        dst.rq_psn = v & 0x00ff_ffff;
     }
-    if m(bindings::ib_qp_attr_mask_IB_QP_DEST_QPN) {
-        dst.dest_qp_num = src.dest_qp_num;
+    if let Some(v) = src.min_rnr_timer() {
+        dst.min_rnr_timer = v;
+    }
+    if let Some(v) = src.sq_psn() {
+        dst.sq_psn = v & 0x00ff_ffff;
+    }
+    if let Some(v) = src.path_mig_state() {
+        dst.path_mig_state = v;
+    }
+    if let Some(v) = src.dest_qp_num() {
+        dst.dest_qp_num = v;
     }
 }
 
@@ -924,31 +938,34 @@ fn round_atomic(n: u8) -> u8 {
 #[kunit_tests(rdma_rxe_rust_qp)]
 mod tests {
     use super::*;
-    use bindings::{
-        ib_qp_attr_mask_IB_QP_ACCESS_FLAGS as ACCESS,
-        ib_qp_attr_mask_IB_QP_AV as AV,
-        ib_qp_attr_mask_IB_QP_DEST_QPN as DEST_QPN,
-        ib_qp_attr_mask_IB_QP_MAX_DEST_RD_ATOMIC as MAX_DEST_RD_ATOMIC,
-        ib_qp_attr_mask_IB_QP_MAX_QP_RD_ATOMIC as MAX_RD_ATOMIC,
-        ib_qp_attr_mask_IB_QP_MIN_RNR_TIMER as MIN_RNR_TIMER,
-        ib_qp_attr_mask_IB_QP_PATH_MTU as PATH_MTU,
-        ib_qp_attr_mask_IB_QP_PKEY_INDEX as PKEY,
-        ib_qp_attr_mask_IB_QP_PORT as PORT,
-        ib_qp_attr_mask_IB_QP_QKEY as QKEY,
-        ib_qp_attr_mask_IB_QP_RETRY_CNT as RETRY_CNT,
-        ib_qp_attr_mask_IB_QP_RNR_RETRY as RNR_RETRY,
-        ib_qp_attr_mask_IB_QP_RQ_PSN as RQ_PSN,
-        ib_qp_attr_mask_IB_QP_SQ_PSN as SQ_PSN,
-        ib_qp_attr_mask_IB_QP_STATE as STATE,
-        ib_qp_attr_mask_IB_QP_TIMEOUT as TIMEOUT,
-        ib_qp_state_IB_QPS_ERR as ERR,
-        ib_qp_state_IB_QPS_INIT as INIT,
-        ib_qp_state_IB_QPS_RESET as RESET,
-        ib_qp_state_IB_QPS_RTR as RTR,
-        ib_qp_state_IB_QPS_RTS as RTS,
-        ib_qp_type_IB_QPT_RC as RC,
-        ib_qp_type_IB_QPT_UD as UD, //
+    use IbQpState::{
+        Err as ERR,
+        Init as INIT,
+        Reset as RESET,
+        Rtr as RTR,
+        Rts as RTS, //
     };
+    use IbQpType::{
+        Rc as RC,
+        Ud as UD, //
+    };
+
+    const ACCESS: QpAttrMask = QpAttrMask::ACCESS_FLAGS;
+    const AV: QpAttrMask = QpAttrMask::AV;
+    const DEST_QPN: QpAttrMask = QpAttrMask::DEST_QPN;
+    const MAX_DEST_RD_ATOMIC: QpAttrMask = QpAttrMask::MAX_DEST_RD_ATOMIC;
+    const MAX_RD_ATOMIC: QpAttrMask = QpAttrMask::MAX_QP_RD_ATOMIC;
+    const MIN_RNR_TIMER: QpAttrMask = QpAttrMask::MIN_RNR_TIMER;
+    const PATH_MTU: QpAttrMask = QpAttrMask::PATH_MTU;
+    const PKEY: QpAttrMask = QpAttrMask::PKEY_INDEX;
+    const PORT: QpAttrMask = QpAttrMask::PORT;
+    const QKEY: QpAttrMask = QpAttrMask::QKEY;
+    const RETRY_CNT: QpAttrMask = QpAttrMask::RETRY_CNT;
+    const RNR_RETRY: QpAttrMask = QpAttrMask::RNR_RETRY;
+    const RQ_PSN: QpAttrMask = QpAttrMask::RQ_PSN;
+    const SQ_PSN: QpAttrMask = QpAttrMask::SQ_PSN;
+    const STATE: QpAttrMask = QpAttrMask::STATE;
+    const TIMEOUT: QpAttrMask = QpAttrMask::TIMEOUT;
 
     #[test]
     fn rc_path_to_rts_needs_the_ibta_attributes() {

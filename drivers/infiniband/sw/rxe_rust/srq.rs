@@ -170,9 +170,9 @@ impl Srq {
         srq_type: u32,
         attr: &mut bindings::ib_srq_attr,
         handle: SrqHandle,
-        udata: &mut UData<'_>,
+        udata: &mut UData<'_, Rxe>,
     ) -> Result<impl PinInit<Self, Error>> {
-        let ctx = udata.ucontext::<Rxe>();
+        let ctx = udata.ucontext();
         if udata.is_user() && udata.outlen() < core::mem::size_of::<CreateSrqResp>() {
             pr_debug!("create_srq response too small ({})\n", udata.outlen());
             return Err(EINVAL);
@@ -259,7 +259,7 @@ impl SrqCore {
         &self,
         attr: &mut bindings::ib_srq_attr,
         mask: u32,
-        udata: &mut UData<'_>,
+        udata: &mut UData<'_, Rxe>,
     ) -> Result {
         let cmd = if udata.is_user() {
             if udata.inlen() < core::mem::size_of::<ModifySrqCmd>() {
@@ -285,7 +285,7 @@ impl SrqCore {
             if limit != 0 && max_wr < limit {
                 return Err(EINVAL);
             }
-            let (mut ring, new) = SrqRing::new(max_wr, self.max_sge, udata.ucontext::<Rxe>())?;
+            let (mut ring, new) = SrqRing::new(max_wr, self.max_sge, udata.ucontext())?;
             if let Some(cmd) = cmd {
                 // The rxe ABI: the new mminfo goes where the command points.
                 let mi = ring.offer.mminfo;

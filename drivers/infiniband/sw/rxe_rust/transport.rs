@@ -66,7 +66,10 @@ use kernel::{
     bindings,
     prelude::*,
     rdma::{
-        attr::QpAttrCopy,
+        attr::{
+            QpAttrCopy,
+            QpType as IbQpType, //
+        },
         event::{
             QpEvent,
             WorkCompletion, //
@@ -117,18 +120,18 @@ pub(crate) struct Transport {
 }
 
 /// Returns the protocol core's queue pair type.
-pub(crate) fn roce_type(qp_type: u32) -> QpType {
+pub(crate) fn roce_type(qp_type: IbQpType) -> QpType {
     match qp_type {
-        bindings::ib_qp_type_IB_QPT_RC => QpType::Rc,
-        bindings::ib_qp_type_IB_QPT_UC => QpType::Uc,
-        bindings::ib_qp_type_IB_QPT_GSI => QpType::Gsi,
+        IbQpType::Rc => QpType::Rc,
+        IbQpType::Uc => QpType::Uc,
+        IbQpType::Gsi => QpType::Gsi,
         _ => QpType::Ud,
     }
 }
 
 /// Builds the protocol core's configuration from the attributes `modify_qp` kept.
 fn config(
-    qp_type: u32,
+    qp_type: IbQpType,
     qpn: u32,
     sq_sig_all: bool,
     srq: bool,

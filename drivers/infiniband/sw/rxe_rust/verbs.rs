@@ -29,6 +29,7 @@ use kernel::{
     rdma::{
         attr::{
             AhAttr,
+            AhAttrSink,
             DeviceAttr,
             LinkLayer,
             PortAttr,
@@ -36,7 +37,9 @@ use kernel::{
             PortPhysState,
             PortState,
             QpAttr,
-            QpInitAttr, //
+            QpAttrMask,
+            QpInitAttr,
+            QpReport, //
         },
         code,
         device::Device,
@@ -50,7 +53,7 @@ use kernel::{
             CqHandle,
             QpHandle,
             SrqHandle,
-            Wc, //
+            WcSink, //
         },
         object,
         stats::StatDesc,
@@ -88,7 +91,11 @@ impl Driver for Rxe {
     const HW_STATS: &'static [StatDesc] = &stats::NAMES;
     const PARENT_ATTRIBUTE: bool = true;
 
-    fn query_device(dev: &Device<Self>, attr: &mut DeviceAttr, udata: &mut UData<'_>) -> Result {
+    fn query_device(
+        dev: &Device<Self>,
+        attr: &mut DeviceAttr,
+        udata: &mut UData<'_, Self>,
+    ) -> Result {
         udata.check_in_empty()?;
         attr.sys_image_guid = dev.sys_image_guid.load(Relaxed);
         attr.vendor_id = param::VENDOR_ID;
@@ -178,12 +185,12 @@ impl Driver for Rxe {
         Ok(param::DEFAULT_PKEY)
     }
 
-    fn alloc_ucontext(_dev: &Device<Self>, udata: &mut UData<'_>) -> Result<()> {
+    fn alloc_ucontext(_dev: &Device<Self>, udata: &mut UData<'_, Self>) -> Result<()> {
         // The rxe ABI has no driver data in this call; refuse input we do not know.
         udata.check_in_empty()
     }
 
-    fn alloc_pd(dev: &Device<Self>, udata: &mut UData<'_>) -> Result<Pd> {
+    fn alloc_pd(dev: &Device<Self>, udata: &mut UData<'_, Self>) -> Result<Pd> {
         udata.check_in_empty()?;
         Pd::new(dev)
     }
@@ -192,12 +199,12 @@ impl Driver for Rxe {
         dev: &Device<Self>,
         attr: &CqInitAttr,
         handle: CqHandle,
-        udata: &mut UData<'_>,
+        udata: &mut UData<'_, Self>,
     ) -> Result<(impl PinInit<Cq, Error>, u32)> {
         Cq::new(dev, attr, handle, udata)
     }
 
-    fn poll_cq(cq: &object::Cq<Self>, wc: &mut [Wc]) -> Result<usize> {
+    fn poll_cq(cq: &object::Cq<Self>, wc: &mut WcSink<'_>) -> Result {
         cq.poll(wc)
     }
 
@@ -205,7 +212,7 @@ impl Driver for Rxe {
         cq.peek(max)
     }
 
-    fn resize_cq(cq: &object::Cq<Self>, cqe: u32, udata: &mut UData<'_>) -> Result<u32> {
+    fn resize_cq(cq: &object::Cq<Self>, cqe: u32, udata: &mut UData<'_, Self>) -> Result<u32> {
         cq.resize(cqe, udata)
     }
 
@@ -218,7 +225,7 @@ impl Driver for Rxe {
         pd: &object::Pd<Self>,
         init: &mut QpInitAttr,
         handle: QpHandle,
-        udata: &mut UData<'_>,
+        udata: &mut UData<'_, Self>,
     ) -> Result<(impl PinInit<Qp, Error>, u32)> {
         Qp::new(dev, pd, init, handle, udata)
     }
@@ -247,25 +254,14 @@ impl Driver for Rxe {
         mcast::detach(qp.device(), qp, mgid)
     }
 
-    fn modify_qp(
-        qp: &object::Qp<Self>,
-        attr: &QpAttr,
-        mask: u32,
-        _udata: &mut UData<'_>,
-    ) -> Result {
+    fn modify_qp(qp: &object::Qp<Self>, attr: &QpAttr<'_>, _udata: &mut UData<'_, Self>) -> Result {
         let dev = qp.device();
         let port_mtu = ib_mtu_for_netdev_mtu(dev.ndev.mtu());
-        qp.modify(attr, mask, &dev.worker, port_mtu)
+        qp.modify(attr, &dev.worker, port_mtu)
     }
 
-    fn query_qp(
-        qp: &object::Qp<Self>,
-        attr: &mut QpAttr,
-        _mask: u32,
-        init: &mut QpInitAttr,
-    ) -> Result {
-        qp.query(attr, init);
-        Ok(())
+    fn query_qp(qp: &object::Qp<Self>, _mask: QpAttrMask) -> Result<QpReport> {
+        Ok(qp.query())
     }
 
     fn create_ah(
@@ -273,17 +269,21 @@ impl Driver for Rxe {
         pd: &object::Pd<Self>,
         attr: &AhAttr,
         sleepable: bool,
-        udata: &mut UData<'_>,
+        udata: &mut UData<'_, Self>,
     ) -> Result<Ah> {
         Ah::new(dev, pd, attr, sleepable, udata)
     }
 
-    fn query_ah(ah: &object::Ah<Self>, attr: &mut AhAttr) -> Result {
+    fn query_ah(ah: &object::Ah<Self>, attr: &mut AhAttrSink<'_>) -> Result {
         ah.query(attr);
         Ok(())
     }
 
-    fn alloc_mw(dev: &Device<Self>, mw_type: u32, udata: &mut UData<'_>) -> Result<(Mw, u32)> {
+    fn alloc_mw(
+        dev: &Device<Self>,
+        mw_type: u32,
+        udata: &mut UData<'_, Self>,
+    ) -> Result<(Mw, u32)> {
         Mw::new(dev, mw_type, udata)
     }
 
@@ -293,7 +293,7 @@ impl Driver for Rxe {
         len: u64,
         iova: u64,
         access: u32,
-        udata: &mut UData<'_>,
+        udata: &mut UData<'_, Self>,
     ) -> Result<(Mr, u32, u32)> {
         Mr::new_user(pd, start, len, iova, access, udata)
     }
@@ -303,7 +303,7 @@ impl Driver for Rxe {
         srq_type: u32,
         attr: &mut bindings::ib_srq_attr,
         handle: SrqHandle,
-        udata: &mut UData<'_>,
+        udata: &mut UData<'_, Self>,
     ) -> Result<impl PinInit<Srq, Error>> {
         Srq::new(dev, srq_type, attr, handle, udata)
     }
@@ -316,7 +316,7 @@ impl Driver for Rxe {
         srq: &object::Srq<Self>,
         attr: &mut bindings::ib_srq_attr,
         mask: u32,
-        udata: &mut UData<'_>,
+        udata: &mut UData<'_, Self>,
     ) -> Result {
         srq.modify(attr, mask, udata)
     }
