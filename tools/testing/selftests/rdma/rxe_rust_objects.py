@@ -9,6 +9,7 @@ KTAP output.
 """
 
 import errno
+import gzip
 import mmap
 import os
 import subprocess
@@ -25,8 +26,20 @@ from pyverbs.srq import SRQ, SrqAttr, SrqInitAttr
 import pyverbs.enums as e
 
 DEV = "rxe0"
-LOOPS = int(os.environ.get("RXE_LEAK_LOOPS", "10000"))
+# The debug test kernel (KASAN, lockdep, kmemleak) under TCG is slow: 10000
+# cycles outran the test's 600 s. 1000 leaked CQ rings (two pages each) are
+# still 8 MB; single leaked objects are kmemleak's to find.
+LOOPS = int(os.environ.get("RXE_LEAK_LOOPS", "1000"))
 results = []
+
+
+def kasan_kernel():
+    """True on a KASAN kernel, whose quarantine keeps freed memory allocated."""
+    try:
+        with gzip.open("/proc/config.gz", "rt") as f:
+            return "CONFIG_KASAN=y\n" in f.read()
+    except OSError:
+        return False
 
 
 def check(desc, fn):
@@ -83,10 +96,13 @@ def main():
     print("TAP version 13")
     print(f"1..{len(results)}")
     for i, (ok, desc, diag) in enumerate(results, 1):
+        if ok is None:
+            print(f"ok {i} {desc} # SKIP {diag}")
+            continue
         print(f"{'ok' if ok else 'not ok'} {i} {desc}")
         if diag:
             print(f"# {diag}")
-    return 0 if all(r[0] for r in results) else 1
+    return 0 if all(r[0] is not False for r in results) else 1
 
 
 def run():
@@ -241,7 +257,7 @@ def run():
             r.close()
         for _ in range(max(1, n // 10)):
             Context(name=DEV).close()
-    cycle(100)
+    cycle(20)
     before = kernel_memory_kb()
     cycle(LOOPS)
     after = kernel_memory_kb()
@@ -250,9 +266,13 @@ def run():
     def no_leak():
         # A leaked CQ ring alone is two pages: LOOPS of them would be tens of MB.
         assert growth < 2048, f"slab+vmalloc grew by {growth} kB"
-    check(f"{LOOPS} PDs, CQs, QPs, SRQs, AHs, MWs and MRs, {max(1, LOOPS // 10)} contexts: "
-          f"no kernel memory growth "
-          f"({growth} kB)", no_leak)
+    desc = (f"{LOOPS} PDs, CQs, QPs, SRQs, AHs, MWs and MRs, {max(1, LOOPS // 10)} contexts: "
+            f"no kernel memory growth ({growth} kB)")
+    if kasan_kernel():
+        results.append((None, desc, "KASAN's quarantine holds freed memory; "
+                        "kmemleak checks leaks on this kernel"))
+    else:
+        check(desc, no_leak)
     qcq.close()
     pd.close()
     ctx.close()
