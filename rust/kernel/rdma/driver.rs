@@ -291,9 +291,10 @@ pub trait Driver: Sized + 'static {
         build_error!(VTABLE_DEFAULT_ERROR)
     }
 
-    /// Changes a region in place (`IB_MR_REREG_*` in `flags`): a new domain (which the core
-    /// records) and/or new `access` rights.
-    fn rereg_user_mr(_mr: &Mr<Self>, _flags: u32, _access: u32) -> Result {
+    /// Changes a region in place (`IB_MR_REREG_*` in `flags`): a new domain `pd` (which the
+    /// core records; the region's own domain without `IB_MR_REREG_PD`) and/or new `access`
+    /// rights.
+    fn rereg_user_mr(_mr: &Mr<Self>, _flags: u32, _access: u32, _pd: &Pd<Self>) -> Result {
         build_error!(VTABLE_DEFAULT_ERROR)
     }
 
@@ -1324,12 +1325,13 @@ impl<T: Driver> OpsTable<T> {
         _len: u64,
         _iova: u64,
         access: c_int,
-        _ibpd: *mut bindings::ib_pd,
+        ibpd: *mut bindings::ib_pd,
         _udata: *mut bindings::ib_udata,
     ) -> *mut bindings::ib_mr {
-        // SAFETY: The region came from `reg_user_mr` and is live.
-        let mr = unsafe { Mr::<T>::from_raw(ibmr) };
-        match T::rereg_user_mr(mr, flags as u32, access as u32) {
+        // SAFETY: The region came from `reg_user_mr` and is live. `ibpd` is the new domain
+        // (or the region's own), a domain of this device that the core holds for the call.
+        let (mr, pd) = unsafe { (Mr::<T>::from_raw(ibmr), Pd::<T>::from_raw(ibpd)) };
+        match T::rereg_user_mr(mr, flags as u32, access as u32, pd) {
             // Changed in place: no new region.
             Ok(()) => core::ptr::null_mut(),
             Err(e) => e.to_ptr(),

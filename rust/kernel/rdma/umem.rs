@@ -6,7 +6,10 @@
 
 use crate::{
     bindings,
-    error::from_err_ptr,
+    error::{
+        from_err_ptr,
+        to_result, //
+    },
     prelude::*,
     rdma::{
         device::Device,
@@ -62,6 +65,26 @@ impl Umem {
         self.len() == 0
     }
 
+    /// Returns whether the pages were pinned for writing (`ib_umem->writable`).
+    ///
+    /// Only then may the device write into them: the process may have mapped them read-only
+    /// (a file it cannot write, say).
+    pub fn is_writable(&self) -> bool {
+        // SAFETY: The umem is valid; `writable` is fixed at creation.
+        unsafe { (*self.0.as_ptr()).writable() != 0 }
+    }
+
+    /// Checks that the region's rights may change to `access` (`IB_ACCESS_*`) under
+    /// `flags` (`IB_MR_REREG_*`) while keeping these pages (`ib_umem_check_rereg`).
+    ///
+    /// Fails with `EACCES` if a writable access is asked for pages pinned read-only.
+    pub fn check_rereg(&self, flags: u32, access: u32) -> Result {
+        // SAFETY: The umem is valid; the call only reads it.
+        to_result(unsafe {
+            bindings::ib_umem_check_rereg(self.0.as_ptr(), flags as c_int, access as c_int)
+        })
+    }
+
     /// Copies `dst.len()` bytes from byte `offset` of the range into `dst`.
     ///
     /// Fails with `EINVAL` (copying nothing) unless the whole span is inside the range.
@@ -78,9 +101,13 @@ impl Umem {
 
     /// Copies `src` to byte `offset` of the range.
     ///
-    /// Fails with `EINVAL` (copying nothing) unless the whole span is inside the range. The
+    /// Fails with `EINVAL` (copying nothing) unless the whole span is inside the range, and
+    /// with `EACCES` if the pages were not pinned for writing ([`Umem::is_writable`]). The
     /// process may access the same memory at the same time: its bytes are plain data.
     pub fn write(&self, offset: usize, src: &[u8]) -> Result {
+        if !self.is_writable() {
+            return Err(EACCES);
+        }
         self.for_each_piece(offset, src.len(), |va, range| {
             let Some(s) = src.get(range) else {
                 return;

@@ -17,7 +17,10 @@ use crate::{
     Rxe, //
 };
 use core::sync::atomic::{
+    AtomicBool,
     AtomicU32,
+    AtomicUsize,
+    Ordering::Acquire,
     Ordering::Relaxed, //
 };
 use kernel::{
@@ -53,14 +56,18 @@ pub(crate) struct MrShared {
     key: AtomicU32,
     /// The `IB_ACCESS_*` rights (changed by `rereg_user_mr`).
     access: AtomicU32,
-    /// The protection domain (its address: an identity, never dereferenced).
-    pd: usize,
+    /// The protection domain (its address: an identity, never dereferenced); changed by
+    /// `rereg_user_mr`, as the core's `ib_mr.pd`.
+    pd: AtomicUsize,
     /// The first device address of the region.
     iova: u64,
     /// The length in bytes.
     length: u64,
     /// The memory behind it.
     memory: Memory,
+    /// Whether the key may be used (`RXE_MR_STATE_VALID`). A fast-registration region starts
+    /// free (`RXE_MR_STATE_FREE`): its key names nothing until a registration work request.
+    valid: AtomicBool,
 }
 
 impl MrShared {
@@ -74,7 +81,8 @@ impl MrShared {
         len: usize,
         need: Access,
     ) -> core::result::Result<u64, AccessError> {
-        if key != self.key.load(Relaxed) || pd != self.pd {
+        if !self.valid.load(Acquire) || key != self.key.load(Relaxed) || pd != self.pd.load(Relaxed)
+        {
             return Err(AccessError::InvalidKey);
         }
         if !Access::from_bits(self.access.load(Relaxed)).contains(need) {
@@ -149,27 +157,44 @@ pub(crate) struct Mr {
     _count: ObjectCount,
 }
 
-/// Registers a region of `pd` over `memory`; returns it with its key (L_Key = R_Key).
-fn register(
-    pd: &Pd<Rxe>,
-    access: u32,
-    iova: u64,
-    length: u64,
-    memory: Memory,
-) -> Result<(Mr, u32, u32)> {
-    let dev = pd.device();
-    let count = dev.mrs.take()?;
-    let shared = Arc::new(
-        MrShared {
+impl MrShared {
+    /// Describes a valid region of domain `pd` (its address) over `memory`.
+    fn new(access: u32, pd: usize, iova: u64, length: u64, memory: Memory) -> Self {
+        Self {
             key: AtomicU32::new(0),
             access: AtomicU32::new(access),
-            pd: pd.as_raw() as usize,
+            pd: AtomicUsize::new(pd),
             iova,
             length,
             memory,
-        },
-        GFP_KERNEL,
-    )?;
+            valid: AtomicBool::new(true),
+        }
+    }
+
+    /// Describes a fast-registration region of domain `pd` (its address) for up to
+    /// `max_pages` pages: free, with no pages, as `rxe_mr_init_fast`.
+    fn new_fast(pd: usize, max_pages: u32) -> Result<Self> {
+        let pages = KBox::pin_init(
+            new_spinlock_irq!(PageList {
+                pages: KVec::with_capacity(max_pages as usize, GFP_KERNEL)?,
+                page_size: 0,
+            }),
+            GFP_KERNEL,
+        )?;
+        // As the C driver: fast-registration regions always allow remote access. Their
+        // range is set, and the key made valid, by a registration work request (data path).
+        Ok(Self {
+            valid: AtomicBool::new(false),
+            ..Self::new(param::ACCESS_REMOTE, pd, 0, 0, Memory::Fast(pages))
+        })
+    }
+}
+
+/// Registers `shared`, a region of `pd`; returns it with its key (L_Key = R_Key).
+fn register(pd: &Pd<Rxe>, shared: MrShared) -> Result<(Mr, u32, u32)> {
+    let dev = pd.device();
+    let count = dev.mrs.take()?;
+    let shared = Arc::new(shared, GFP_KERNEL)?;
     let index = dev.mr_table.insert(shared.clone(), GFP_KERNEL)?;
     let mut b = [0u8; 1];
     kernel::random::fill_bytes(&mut b);
@@ -202,12 +227,17 @@ impl Mr {
         check_access(access)?;
         // Pins the pages: fails with EFAULT for memory the process has not mapped.
         let umem = Umem::get(pd.device(), start, len, access)?;
-        register(pd, access, iova, len, Memory::User { umem })
+        let pd_id = pd.as_raw() as usize;
+        register(
+            pd,
+            MrShared::new(access, pd_id, iova, len, Memory::User { umem }),
+        )
     }
 
     /// Creates the region over all of kernel memory that `ib_alloc_pd` asks for.
     pub(crate) fn new_dma(pd: &Pd<Rxe>, access: u32) -> Result<(Self, u32, u32)> {
-        register(pd, access, 0, u64::MAX, Memory::Dma)
+        let pd_id = pd.as_raw() as usize;
+        register(pd, MrShared::new(access, pd_id, 0, u64::MAX, Memory::Dma))
     }
 
     /// Creates a fast-registration region for up to `max_pages` pages (`alloc_mr`).
@@ -220,16 +250,7 @@ impl Mr {
             pr_debug!("fast-registration MR of {} pages\n", max_pages);
             return Err(EINVAL);
         }
-        let pages = KBox::pin_init(
-            new_spinlock_irq!(PageList {
-                pages: KVec::with_capacity(max_pages as usize, GFP_KERNEL)?,
-                page_size: 0,
-            }),
-            GFP_KERNEL,
-        )?;
-        // As the C driver: fast-registration regions always allow remote access. Their
-        // range is set by a registration work request (data path).
-        register(pd, param::ACCESS_REMOTE, 0, 0, Memory::Fast(pages))
+        register(pd, MrShared::new_fast(pd.as_raw() as usize, max_pages)?)
     }
 
     /// Returns the page list of a fast-registration region.
@@ -266,19 +287,55 @@ impl Mr {
 }
 
 impl Mr {
-    /// Changes the domain (recorded by the core) and/or the access rights in place.
+    /// Changes the domain to `pd` and/or the access rights in place (`rereg_user_mr`).
     ///
-    /// Only these two are supported, as by the C driver; a new address range is refused.
-    pub(crate) fn rereg(&self, flags: u32, access: u32) -> Result {
+    /// Only these two are supported, as by the C driver; a new address range is refused, and
+    /// so is a writable access to pages pinned read-only (`EACCES`, `ib_umem_check_rereg`).
+    pub(crate) fn rereg(&self, flags: u32, access: u32, pd: &Pd<Rxe>) -> Result {
         let supported = bindings::ib_mr_rereg_flags_IB_MR_REREG_PD
             | bindings::ib_mr_rereg_flags_IB_MR_REREG_ACCESS;
         if flags & !supported != 0 {
             return Err(code::eopnotsupp());
         }
-        if flags & bindings::ib_mr_rereg_flags_IB_MR_REREG_ACCESS != 0 {
+        if let Memory::User { umem } = &self.shared.memory {
+            umem.check_rereg(flags, access)?;
+        }
+        let new_access = flags & bindings::ib_mr_rereg_flags_IB_MR_REREG_ACCESS != 0;
+        if new_access {
             check_access(access)?;
+        }
+        if flags & bindings::ib_mr_rereg_flags_IB_MR_REREG_PD != 0 {
+            self.shared.pd.store(pd.as_raw() as usize, Relaxed);
+        }
+        if new_access {
             self.shared.access.store(access, Relaxed);
         }
+        Ok(())
+    }
+}
+
+#[kunit_tests(rdma_rxe_rust_mr)]
+mod tests {
+    use super::*;
+
+    /// A fast-registration region's key names nothing before a registration: not even a
+    /// zero-length remote access at its start passes.
+    #[test]
+    fn fast_region_starts_invalid() -> Result {
+        const PD: usize = 0x1000;
+        const KEY: u32 = 0x1234;
+        let fast = MrShared::new_fast(PD, 4)?;
+        fast.key.store(KEY, Relaxed);
+        for need in [Access::REMOTE_WRITE, Access::REMOTE_READ, Access::NONE] {
+            assert_eq!(
+                fast.check(KEY, PD, 0, 0, need),
+                Err(AccessError::InvalidKey)
+            );
+        }
+        // The same access to a valid region of the domain passes: the key check is what fails.
+        let dma = MrShared::new(param::ACCESS_REMOTE, PD, 0, u64::MAX, Memory::Dma);
+        dma.key.store(KEY, Relaxed);
+        assert_eq!(dma.check(KEY, PD, 0, 0, Access::REMOTE_WRITE), Ok(0));
         Ok(())
     }
 }

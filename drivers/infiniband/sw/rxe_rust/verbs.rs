@@ -326,8 +326,13 @@ impl Driver for Rxe {
         Ok(())
     }
 
-    fn rereg_user_mr(mr: &object::Mr<Self>, flags: u32, access: u32) -> Result {
-        mr.rereg(flags, access)
+    fn rereg_user_mr(
+        mr: &object::Mr<Self>,
+        flags: u32,
+        access: u32,
+        pd: &object::Pd<Self>,
+    ) -> Result {
+        mr.rereg(flags, access, pd)
     }
 
     fn get_dma_mr(pd: &object::Pd<Self>, access: u32) -> Result<(Mr, u32, u32)> {

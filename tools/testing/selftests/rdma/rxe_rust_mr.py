@@ -1,0 +1,188 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: GPL-2.0
+"""Memory region protection, against both drivers.
+
+- An unprivileged user (uid 65534) maps a root-owned, mode 0444 file
+  read-only and registers it with no access rights. A raw uverbs REREG_MR
+  that adds local and remote write must fail with EACCES
+  (ib_umem_check_rereg: the pages were pinned read-only), and an RDMA WRITE
+  to the region must not change the file.
+- rereg_user_mr with IB_MR_REREG_PD moves a region to another protection
+  domain: a QP of the new domain may then use its R_Key, a QP of the old
+  one gets IBV_WC_REM_ACCESS_ERR.
+KTAP output.
+"""
+
+import ctypes
+import errno
+import json
+import os
+import resource
+import struct
+import sys
+
+from pyverbs.device import Context
+from pyverbs.mr import MR
+from pyverbs.pyverbs_error import PyverbsRDMAError
+import pyverbs.enums as e
+
+from rxe_rust_ktap import DEV, Results, on_device
+from rxe_rust_traffic import ACCESS, Pair, poll, send_wr
+
+RES = Results()
+check = RES.check
+
+NOBODY = 65534
+PAGE = 4096
+# enum ib_uverbs_write_cmds, enum ib_mr_rereg_flags
+CMD_REREG_MR = 11
+REREG_PD = 1 << 1
+REREG_ACCESS = 1 << 2
+
+
+def raw_rereg(ctx, mr, flags, access=0, pd=None):
+    """REREG_MR through the write() ABI; returns 0 or the errno."""
+    resp = ctypes.create_string_buffer(8)
+    cmd = struct.pack("=IHH", CMD_REREG_MR, 56 // 4, 8 // 4)
+    cmd += struct.pack("=QIIQQQII", ctypes.addressof(resp), mr.handle, flags,
+                       0, 0, 0, pd.handle if pd else 0, access)
+    try:
+        os.write(ctx.cmd_fd, cmd)
+    except OSError as ex:
+        return ex.errno
+    return 0
+
+
+def map_readonly(fd, length):
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int,
+                          ctypes.c_int, ctypes.c_int, ctypes.c_long]
+    import mmap
+    addr = libc.mmap(None, length, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
+    if addr in (None, ctypes.c_void_p(-1).value):
+        raise OSError(ctypes.get_errno(), "mmap")
+    return addr
+
+
+def unprivileged(path, out):
+    """The child: as nobody, tries to make the device write into `path`."""
+    res = {}
+    os.setgroups([])
+    os.setgid(NOBODY)
+    os.setuid(NOBODY)
+    try:
+        os.open(path, os.O_RDWR)
+        res["can_open_rw"] = True
+    except PermissionError:
+        res["can_open_rw"] = False
+    fd = os.open(path, os.O_RDONLY)
+    addr = map_readonly(fd, PAGE)
+    ctx = Context(name=DEV)
+    p = Pair(ctx)
+    ro = MR(p.pd, PAGE, 0, address=addr)
+    res["rereg"] = raw_rereg(ctx, ro, REREG_ACCESS,
+                             e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE)
+    p.connect(p.a, p.b.qp_num)
+    p.connect(p.b, p.a.qp_num)
+    src = MR(p.pd, PAGE, ACCESS)
+    src.write(b"B" * PAGE, PAGE)
+    p.a.post_send(send_wr(src, PAGE, e.IBV_WR_RDMA_WRITE, 1, addr, ro.rkey))
+    w = poll(p.cq, 1)
+    res["write"] = [x.status for x in w]
+    os.write(out, json.dumps(res).encode())
+    os._exit(0)
+
+
+def readonly_scenario(drv):
+    path = f"/tmp/rxe_rust_mr_ro.{os.getpid()}"
+    with open(path, "wb") as f:
+        f.write(b"A" * PAGE)
+    os.chown(path, 0, 0)
+    os.chmod(path, 0o444)
+    nodes = [f"/dev/infiniband/{n}" for n in os.listdir("/dev/infiniband")
+             if n.startswith("uverbs")]
+    modes = {n: os.stat(n).st_mode & 0o777 for n in nodes}
+    for n in nodes:
+        os.chmod(n, 0o666)
+    resource.setrlimit(resource.RLIMIT_MEMLOCK,
+                       (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+    r, w = os.pipe()
+    try:
+        pid = os.fork()
+        if pid == 0:
+            os.close(r)
+            try:
+                unprivileged(path, w)
+            except BaseException as ex:
+                os.write(w, json.dumps({"error": repr(ex)}).encode())
+            os._exit(1)
+        os.close(w)
+        data = b""
+        while chunk := os.read(r, 4096):
+            data += chunk
+        os.waitpid(pid, 0)
+    finally:
+        os.close(r)
+        for n, m in modes.items():
+            os.chmod(n, m)
+    res = json.loads(data or b"{}")
+    with open(path, "rb") as f:
+        after = f.read()
+    os.unlink(path)
+    check(f"{drv}: nobody ran the scenario to its end", "rereg" in res, f"{res}")
+    check(f"{drv}: nobody cannot open the file for writing",
+          res.get("can_open_rw") is False, f"{res}")
+    check(f"{drv}: REREG_MR adding write to read-only pinned pages fails with EACCES",
+          res.get("rereg") == errno.EACCES, f"{res}")
+    check(f"{drv}: the RDMA WRITE to that region does not complete successfully",
+          res.get("write") and e.IBV_WC_SUCCESS not in res["write"], f"{res}")
+    check(f"{drv}: the file is unchanged", after == b"A" * PAGE,
+          f"first bytes now {after[:16]!r}")
+
+
+def pd_scenario(drv):
+    ctx = Context(name=DEV)
+    old, new = Pair(ctx), Pair(ctx)
+    for p in (old, new):
+        p.connect(p.a, p.b.qp_num)
+        p.connect(p.b, p.a.qp_num)
+    target = old.mr(PAGE)
+    rc = raw_rereg(ctx, target, REREG_PD, pd=new.pd)
+    check(f"{drv}: REREG_MR to another PD succeeds", rc == 0, f"errno {rc}")
+
+    src = new.mr(PAGE)
+    blob = os.urandom(PAGE)
+    src.write(blob, PAGE)
+    new.a.post_send(send_wr(src, PAGE, e.IBV_WR_RDMA_WRITE, 1, target.buf, target.rkey))
+    w = poll(new.cq, 1)
+    check(f"{drv}: a QP of the new PD writes with the region's R_Key",
+          [x.status for x in w] == [e.IBV_WC_SUCCESS], f"{[x.status for x in w]}")
+    check(f"{drv}: the bytes arrived", target.read(PAGE, 0) == blob)
+
+    src_old = old.mr(PAGE)
+    old.a.post_send(send_wr(src_old, PAGE, e.IBV_WR_RDMA_WRITE, 2, target.buf,
+                            target.rkey))
+    w = poll(old.cq, 1)
+    check(f"{drv}: a QP of the old PD gets IBV_WC_REM_ACCESS_ERR",
+          [x.status for x in w] == [e.IBV_WC_REM_ACCESS_ERR], f"{[x.status for x in w]}")
+    for o in (old.a, old.b, new.a, new.b, target, src, src_old, old.cq, new.cq):
+        o.close()
+    old.pd.close()
+    new.pd.close()
+    ctx.close()
+
+
+def scenario(drv):
+    readonly_scenario(drv)
+    pd_scenario(drv)
+
+
+def main():
+    for drv in ("rdma_rxe", "rdma_rxe_rust"):
+        on_device(RES, drv, scenario)
+    return RES.report()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
