@@ -918,6 +918,11 @@ impl<T: Driver> OpsTable<T> {
     ///
     /// Called by the RDMA core only, with the arguments of this op of `struct ib_device_ops`.
     unsafe extern "C" fn dealloc_ucontext(ibuc: *mut bindings::ib_ucontext) {
+        // Offers that outlive their queue's destroy op (state the driver's worker still holds)
+        // are withdrawn now: the core checks that none is left, and frees the context next.
+        // SAFETY: This is `dealloc_ucontext` of a context of driver `T`, whose entries are all
+        // made by `MmapEntry::new` (the only way this abstraction inserts one).
+        unsafe { MmapEntry::withdraw_all(ibuc) };
         // SAFETY: `alloc_ucontext` succeeded for this context, so its data is initialised; the
         // core calls this once, after the last use.
         unsafe { core::ptr::drop_in_place(UContext::<T>::data_ptr(ibuc)) };

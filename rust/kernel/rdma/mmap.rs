@@ -10,12 +10,16 @@ use crate::{
     bindings,
     error::to_result,
     mm::virt::VmaNew,
+    new_mutex,
     prelude::*,
     rdma::{
         driver::Driver,
         object::UContext, //
     },
-    sync::Arc,
+    sync::{
+        Arc,
+        Mutex, //
+    },
     types::Opaque, //
 };
 use core::{
@@ -182,12 +186,49 @@ impl Drop for UserBuffer {
     }
 }
 
+/// A pointer to the allocation of an entry whose driver reference is not given back yet.
+struct EntryPtr(NonNull<EntryInner>);
+
+// SAFETY: The pointer is only used to give back the driver's reference, which may be done
+// from any thread.
+unsafe impl Send for EntryPtr {}
+
+/// What an [`MmapEntry`] shares with the allocation of its entry: who gives back the driver's
+/// reference on the core's entry (`rdma_user_mmap_entry_remove`).
+///
+/// Two may: the handle when it is dropped, and the user context when it goes
+/// ([`MmapEntry::withdraw_all`]), whichever comes first. The other finds `None`.
+///
+/// # Invariants
+///
+/// While `entry` is `Some`, the entry is inserted in a live user context and the driver's
+/// reference on it is not given back (so the allocation is alive).
+#[pin_data]
+struct Link {
+    #[pin]
+    entry: Mutex<Option<EntryPtr>>,
+}
+
+impl Link {
+    /// Gives back the driver's reference, unless that was done already.
+    fn withdraw(&self) {
+        let mut guard = self.entry.lock();
+        if let Some(p) = guard.take() {
+            // SAFETY: By the type invariant the entry is inserted in a live context and the
+            // driver's reference, which this consumes, is still ours. The lock is held, so the
+            // context's teardown cannot give it back at the same time.
+            unsafe { bindings::rdma_user_mmap_entry_remove((*p.0.as_ptr()).entry.get()) };
+        }
+    }
+}
+
 /// The allocation behind an [`MmapEntry`]: the core's entry and what it maps.
 #[repr(C)]
 struct EntryInner {
     entry: Opaque<bindings::rdma_user_mmap_entry>,
     buf: Arc<UserBuffer>,
     mapped: AtomicBool,
+    link: Arc<Link>,
 }
 
 /// A buffer offered to one user context for mapping, at an offset the core chose.
@@ -195,28 +236,37 @@ struct EntryInner {
 /// The process may map it once (as the rxe provider does), with a mapping no larger than the
 /// buffer. Dropping the handle withdraws the offer; the memory lives on while mapped.
 ///
+/// The handle may outlive the user context (a queue's state that the driver's worker still
+/// holds when the process dies): the context withdraws every offer left when it goes
+/// (`dealloc_ucontext`), and a handle dropped later touches neither the entry nor the
+/// context.
+///
 /// # Invariants
 ///
-/// `inner` was inserted with `rdma_user_mmap_entry_insert` and this handle owns the driver's
-/// reference on it.
+/// `link` is shared with the allocation of an entry that was inserted with
+/// `rdma_user_mmap_entry_insert`; `offset` and `len` are that entry's.
 pub struct MmapEntry {
-    inner: NonNull<EntryInner>,
+    link: Arc<Link>,
+    offset: u64,
+    len: usize,
 }
-
-// SAFETY: The entry is managed by the core under its own locks; the handle only removes it.
-unsafe impl Send for MmapEntry {}
-// SAFETY: `&MmapEntry` only reads immutable fields.
-unsafe impl Sync for MmapEntry {}
 
 impl MmapEntry {
     /// Offers `buf` for mapping in `ctx`.
     pub fn new<T: Driver>(ctx: &UContext<T>, buf: Arc<UserBuffer>) -> Result<Self> {
         let len = buf.len();
+        let link = Arc::pin_init(
+            pin_init!(Link {
+                entry <- new_mutex!(None, "rdma::mmap::Link::entry"),
+            }),
+            GFP_KERNEL,
+        )?;
         let inner = KBox::new(
             EntryInner {
                 entry: Opaque::zeroed(),
                 buf,
                 mapped: AtomicBool::new(false),
+                link: link.clone(),
             },
             GFP_KERNEL,
         )?;
@@ -231,21 +281,27 @@ impl MmapEntry {
             drop(unsafe { KBox::from_raw(inner.as_ptr()) });
             return Err(e);
         }
-        // INVARIANT: Inserted; we own the driver's reference.
-        Ok(Self { inner })
+        // SAFETY: The entry is inserted and ours; `start_pgoff` is fixed at insert.
+        let pgoff = unsafe { (*(*inner.as_ptr()).entry.get()).start_pgoff };
+        // INVARIANT: Inserted in `ctx`, which is alive (we are in one of its verbs, before its
+        // teardown can start), and the driver's reference is ours.
+        *link.entry.lock() = Some(EntryPtr(inner));
+        // INVARIANT: `link` is the entry's; these are its offset and length.
+        Ok(Self {
+            link,
+            offset: (pgoff as u64) << bindings::PAGE_SHIFT,
+            len,
+        })
     }
 
     /// Returns the offset user space passes to `mmap`.
     pub fn offset(&self) -> u64 {
-        // SAFETY: The entry is valid while this handle exists; `start_pgoff` is fixed at insert.
-        let pgoff = unsafe { (*(*self.inner.as_ptr()).entry.get()).start_pgoff };
-        (pgoff as u64) << bindings::PAGE_SHIFT
+        self.offset
     }
 
     /// Returns the length of the buffer offered.
     pub fn len(&self) -> usize {
-        // SAFETY: The entry is valid while this handle exists.
-        unsafe { (*self.inner.as_ptr()).buf.len() }
+        self.len
     }
 
     /// Returns whether the buffer offered is empty (never, by construction).
@@ -282,6 +338,58 @@ impl MmapEntry {
         ret
     }
 
+    /// Withdraws every offer still made in `ctx`, which is going: no entry is left behind,
+    /// and handles dropped later do nothing.
+    ///
+    /// # Safety
+    ///
+    /// `ctx` must be a user context of a device whose entries are all made by
+    /// [`MmapEntry::new`], in the core's `dealloc_ucontext` op (before it frees the context).
+    pub(crate) unsafe fn withdraw_all(ctx: *mut bindings::ib_ucontext) {
+        let mut index: c_ulong = 0;
+        loop {
+            // SAFETY: The context is alive; `xa_find` takes the RCU read lock itself. The
+            // pointer found is only a hint where the next entry starts.
+            let found = unsafe {
+                bindings::xa_find(
+                    &raw mut (*ctx).mmap_xa,
+                    &mut index,
+                    c_ulong::MAX,
+                    bindings::XA_PRESENT,
+                )
+            };
+            if found.is_null() {
+                break;
+            }
+            // SAFETY: The context is alive; on success this takes a reference on the entry
+            // that starts at `index`, keeping it alive until the put below.
+            let entry = unsafe { bindings::rdma_user_mmap_entry_get_pgoff(ctx, index) };
+            if entry.is_null() {
+                // Not the start of an entry, or one being removed already.
+                match index.checked_add(1) {
+                    Some(i) => index = i,
+                    None => break,
+                }
+                continue;
+            }
+            // SAFETY: We hold a reference; every entry of the context is the first field of an
+            // `EntryInner` (the caller's contract). `start_pgoff` and `npages` are fixed.
+            let (inner, next) = unsafe {
+                (
+                    &*entry.cast::<EntryInner>(),
+                    (*entry).start_pgoff.checked_add((*entry).npages),
+                )
+            };
+            inner.link.withdraw();
+            // SAFETY: Drops the reference taken above.
+            unsafe { bindings::rdma_user_mmap_entry_put(entry) };
+            match next {
+                Some(i) => index = i,
+                None => break,
+            }
+        }
+    }
+
     /// Frees an entry whose last reference is gone.
     ///
     /// # Safety
@@ -296,7 +404,7 @@ impl MmapEntry {
 
 impl Drop for MmapEntry {
     fn drop(&mut self) {
-        // SAFETY: By the type invariant we own the driver's reference, which this consumes.
-        unsafe { bindings::rdma_user_mmap_entry_remove((*self.inner.as_ptr()).entry.get()) };
+        // Gives back the driver's reference, unless the context went first and did.
+        self.link.withdraw();
     }
 }

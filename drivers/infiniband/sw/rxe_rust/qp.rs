@@ -160,7 +160,6 @@ struct WorkQueue {
     consumer: Consumer,
     /// The producing side of a kernel consumer's queue; user space produces otherwise.
     producer: Option<Producer>,
-    _offer: Offer,
     max_wr: u32,
     max_sge: u32,
     max_inline: u32,
@@ -173,23 +172,23 @@ impl WorkQueue {
         max_inline: u32,
         wqe_size: usize,
         ctx: Option<&UContext<Rxe>>,
-    ) -> Result<(Self, MmInfo)> {
+    ) -> Result<(Self, Offer)> {
         let ring = Ring::new(max_wr, wqe_size)?;
         let cap = ring.geometry().capacity();
+        // The offer stays with the queue pair's owner (`Qp`), not in the shared state: it is
+        // withdrawn when `destroy_qp` drops the queue pair, whoever still holds the rest.
         let offer = Offer::new(&ring, ctx)?;
-        let mi = offer.mminfo;
         let consumer = Consumer::new(&ring);
         let producer = ctx.is_none().then(|| Producer::new(ring));
         Ok((
             Self {
                 consumer,
                 producer,
-                _offer: offer,
                 max_wr: cap,
                 max_sge,
                 max_inline,
             },
-            mi,
+            offer,
         ))
     }
 
@@ -521,6 +520,8 @@ pub(crate) struct Qp {
     /// The multicast groups it is attached to: it cannot be destroyed before it leaves them.
     pub(crate) mcast_groups: AtomicU32,
     qpn: Index<QpShared>,
+    /// The rings offered to user space for mapping (send, receive).
+    _offers: (Offer, Option<Offer>),
     _count: ObjectCount,
 }
 
@@ -593,27 +594,30 @@ impl Qp {
         // Send queue: a WQE holds its SGEs or its inline data, whichever is larger.
         let cap = init.cap();
         let data = (cap.max_send_sge * SGE_SIZE).max(cap.max_inline_data);
-        let (sq, sq_mi) = WorkQueue::new(
+        let (sq, sq_offer) = WorkQueue::new(
             cap.max_send_wr,
             data / SGE_SIZE,
             data,
             param::SEND_WQE_SIZE + data as usize,
             ctx,
         )?;
-        let (rq, rq_mi) = if has_srq {
-            (None, MmInfo::default())
+        let (rq, rq_offer) = if has_srq {
+            (None, None)
         } else {
-            let (rq, mi) = WorkQueue::new(
+            let (rq, offer) = WorkQueue::new(
                 cap.max_recv_wr,
                 cap.max_recv_sge,
                 0,
                 param::RECV_WQE_SIZE + (cap.max_recv_sge * SGE_SIZE) as usize,
                 ctx,
             )?;
-            (Some(rq), mi)
+            (Some(rq), Some(offer))
         };
         if ctx.is_some() {
-            udata.respond(&CreateQpResp { rq_mi, sq_mi })?;
+            udata.respond(&CreateQpResp {
+                rq_mi: rq_offer.as_ref().map_or(MmInfo::default(), |o| o.mminfo),
+                sq_mi: sq_offer.mminfo,
+            })?;
         }
 
         // The capabilities really given, which may exceed those asked for.
@@ -673,6 +677,7 @@ impl Qp {
                 state <- new_mutex!(QpState { attr }),
                 mcast_groups: AtomicU32::new(0),
                 qpn,
+                _offers: (sq_offer, rq_offer),
                 _count: count,
             }),
             number,
@@ -770,6 +775,15 @@ impl Qp {
     /// Returns the QP number.
     pub(crate) fn number(&self) -> u32 {
         self.qpn.get()
+    }
+
+    /// Checks that the queue pair may go (see [`Qp::check_destroy`]), then stops its
+    /// transport: when `destroy_qp` returns, the worker no longer runs it.
+    pub(crate) fn destroy(&self) -> Result {
+        self.check_destroy()?;
+        // Waits for a run of the worker that is using it.
+        *self.shared.transport.lock() = None;
+        Ok(())
     }
 
     /// Checks that the queue pair may go: not while attached to a multicast group (IBA

@@ -243,7 +243,7 @@ impl Driver for Rxe {
     }
 
     fn destroy_qp(qp: &object::Qp<Self>) -> Result {
-        qp.check_destroy()
+        qp.destroy()
     }
 
     fn attach_mcast(qp: &object::Qp<Self>, mgid: &[u8; 16]) -> Result {
