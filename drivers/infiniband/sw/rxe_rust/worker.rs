@@ -88,7 +88,7 @@ pub(crate) struct Worker {
     counters: Arc<Counters>,
     mac: [u8; 6],
     origin: Instant<Monotonic>,
-    /// Set when the device goes: nothing is queued any more.
+    /// Set when the device goes, under the `pending` lock: nothing is queued after that.
     dying: AtomicBool,
 }
 
@@ -172,16 +172,25 @@ impl Worker {
     }
 
     fn schedule(self: &Arc<Self>) {
+        // Under the lock `stop` sets `dying` under: once it is set, nothing is queued.
+        let _guard = self.pending.lock();
         if !self.dying.load(Relaxed) {
             // Already queued is fine: that run will see what was just added.
             let _ = workqueue::system_dfl().enqueue::<Arc<Self>, 0>(self.clone());
         }
     }
 
-    /// Stops the worker for good and waits for a run in progress (the device goes).
+    /// Stops the worker for good and waits for a run in progress (the device goes): when
+    /// this returns, neither work item is queued or running, and none will be.
     pub(crate) fn stop(&self) {
-        self.dying.store(true, Relaxed);
-        // A pending tick runs now and queues nothing; then the main item finishes.
+        // Both items are queued only under this lock, after checking `dying`: a run or a tick
+        // in progress can no longer queue the other (or itself) once this is set.
+        {
+            let _guard = self.pending.lock();
+            self.dying.store(true, Relaxed);
+        }
+        // A pending tick runs now (and queues nothing); a running one finishes. Then the
+        // main item, queued or running, finishes. Neither can be queued again meanwhile.
         self.tick.flush();
         self.work.flush();
     }
@@ -214,11 +223,13 @@ impl Worker {
         let Some(deadline) = earliest else {
             return;
         };
+        let ms = deadline.saturating_sub(self.now()).div_ceil(1_000_000);
+        let delay = msecs_to_jiffies(u32::try_from(ms).unwrap_or(u32::MAX)).max(1);
+        // Under the lock `stop` sets `dying` under (see `schedule`).
+        let _guard = self.pending.lock();
         if self.dying.load(Relaxed) {
             return;
         }
-        let ms = deadline.saturating_sub(self.now()).div_ceil(1_000_000);
-        let delay = msecs_to_jiffies(u32::try_from(ms).unwrap_or(u32::MAX)).max(1);
         // Already pending: that tick comes first or soon enough (it re-arms).
         let _ = workqueue::system_dfl().enqueue_delayed::<Arc<Self>, 1>(self.clone(), delay);
     }
