@@ -99,7 +99,7 @@ impl<T: Driver> Device<T> {
     ///
     /// Lookups by driver id can find devices of another driver with the same id (two drivers
     /// of one ABI); our `dealloc_driver` function, unique per `T`, tells them apart.
-    fn is_ours(ptr: *mut bindings::ib_device) -> bool {
+    pub(crate) fn is_ours(ptr: *mut bindings::ib_device) -> bool {
         // SAFETY: The caller holds a reference on a valid device.
         let dealloc = unsafe { (*ptr).ops.dealloc_driver };
         dealloc.map(|f| f as usize) == OpsTable::<T>::OPS.dealloc_driver.map(|f| f as usize)

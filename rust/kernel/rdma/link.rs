@@ -8,7 +8,11 @@ use crate::{
     bindings,
     net::device::NetDevice,
     prelude::*,
-    rdma::driver::Driver,
+    rdma::{
+        code,
+        device::Device,
+        driver::Driver, //
+    },
     types::Opaque, //
 };
 use core::{
@@ -49,13 +53,24 @@ pub trait LinkOps: Send + Sync + Sized + 'static {
 }
 
 /// Where a registered link type of `L` can be found (see [`LinkOps::slot`]).
-pub struct LinkSlot<L: LinkOps>(AtomicPtr<LinkRegistration<L>>);
+pub struct LinkSlot<L: LinkOps>(AtomicPtr<LinkRegistration<L>>, AtomicPtr<Found>);
 
 impl<L: LinkOps> LinkSlot<L> {
     /// Creates an empty slot.
     pub const fn new() -> Self {
-        Self(AtomicPtr::new(core::ptr::null_mut()))
+        Self(
+            AtomicPtr::new(core::ptr::null_mut()),
+            AtomicPtr::new(core::ptr::null_mut()),
+        )
     }
+}
+
+/// The devices of a driver found while its link type goes, each with a registration
+/// reference.
+struct Found {
+    devs: KVec<*mut bindings::ib_device>,
+    /// A device could not be recorded (no memory): it is unregistered with the driver's id.
+    missed: bool,
 }
 
 impl<L: LinkOps> Default for LinkSlot<L> {
@@ -66,8 +81,9 @@ impl<L: LinkOps> Default for LinkSlot<L> {
 
 /// A registered link type.
 ///
-/// Dropping it unregisters the link type and then every device of its driver
-/// (`ib_unregister_driver`), so that no device outlives the module that created it.
+/// Dropping it unregisters the link type and then every device of its driver, so that no device
+/// outlives the module that created it. Only this driver's: another driver may share its
+/// driver id (the C driver of the same ABI), so not `ib_unregister_driver`.
 ///
 /// # Invariants
 ///
@@ -184,7 +200,84 @@ impl<L: LinkOps> PinnedDrop for LinkRegistration<L> {
         // lock for writing: no `newlink` runs after this.
         unsafe { bindings::rdma_link_unregister(self.ops.get()) };
         L::slot().0.store(core::ptr::null_mut(), Ordering::Release);
-        // SAFETY: FFI call; it waits until every device of the driver is freed.
-        unsafe { bindings::ib_unregister_driver(L::Driver::DRIVER_ID) };
+        let found = Self::find_devices();
+        if found.missed {
+            // SAFETY: FFI call; it waits until every device with the driver's id is freed.
+            unsafe { bindings::ib_unregister_driver(L::Driver::DRIVER_ID) };
+        }
+        for dev in found.devs {
+            // SAFETY: `find_devices` took a registration reference on `dev`, which this gives
+            // back; it waits until the device is unregistered (by us or a concurrent path).
+            unsafe { bindings::ib_unregister_device_and_put(dev) };
+        }
+    }
+}
+
+impl<L: LinkOps> LinkRegistration<L> {
+    /// Returns the registered devices of `L::Driver`, each with a registration reference.
+    ///
+    /// A client registered with the core is shown every registered device; it records ours.
+    fn find_devices() -> Found {
+        let mut found = Found {
+            devs: KVec::new(),
+            missed: false,
+        };
+        let slot = &L::slot().1;
+        if slot
+            .compare_exchange(
+                core::ptr::null_mut(),
+                &raw mut found,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            )
+            .is_err()
+        {
+            found.missed = true;
+            return found;
+        }
+        let client = Opaque::<bindings::ib_client>::zeroed();
+        // SAFETY: `client` is a zeroed client, valid for writes; it stays in place (on this
+        // stack frame) from its registration to its unregistration below.
+        let ret = unsafe {
+            let c = client.get();
+            (*c).name = c"rdma_link_unload".as_char_ptr();
+            (*c).add = Some(Self::found_device);
+            // Shown devices whether or not they serve kernel verbs.
+            (*c).set_no_kverbs_req(1);
+            bindings::ib_register_client(c)
+        };
+        if ret == 0 {
+            // SAFETY: Registered above.
+            unsafe { bindings::ib_unregister_client(client.get()) };
+        } else {
+            found.missed = true;
+        }
+        slot.store(core::ptr::null_mut(), Ordering::Release);
+        found
+    }
+
+    /// # Safety
+    ///
+    /// Called by the RDMA core only, as `add` of the client of [`Self::find_devices`], for a
+    /// registered device.
+    unsafe extern "C" fn found_device(ibdev: *mut bindings::ib_device) -> c_int {
+        let found = L::slot().1.load(Ordering::Acquire);
+        // SAFETY: The core calls `add` only while the client is registered, that is while
+        // `find_devices` runs with `found` pointing to its local `Found`, and one call at a
+        // time (under the core's device list lock, held for writing).
+        let Some(found) = (unsafe { found.as_mut() }) else {
+            return ENODEV.to_errno();
+        };
+        // SAFETY: The device is registered and valid for the call. A failed `try_get` means its
+        // unregistration has begun, which the core completes without us.
+        let held =
+            Device::<L::Driver>::is_ours(ibdev) && unsafe { bindings::ib_device_try_get(ibdev) };
+        if held && found.devs.push(ibdev, GFP_KERNEL).is_err() {
+            // SAFETY: Gives back the reference just taken.
+            unsafe { bindings::ib_device_put(ibdev) };
+            found.missed = true;
+        }
+        // Not a real client of the device: no further callbacks.
+        code::eopnotsupp().to_errno()
     }
 }

@@ -32,7 +32,10 @@ use crate::{
 };
 use core::sync::atomic::{
     AtomicU32,
-    AtomicU64, //
+    AtomicU64,
+    AtomicUsize,
+    Ordering::AcqRel,
+    Ordering::Acquire, //
 };
 use kernel::{
     net::device::NetDevice,
@@ -47,7 +50,45 @@ use kernel::{
         Arc,
         Mutex, //
     },
+    time::{
+        delay::fsleep,
+        Delta, //
+    },
 };
+
+/// The number of devices of this module whose data is alive.
+static LIVE_DEVICES: AtomicUsize = AtomicUsize::new(0);
+
+/// Counts a device's data as alive until it is dropped (the last field of [`RxeDev`]).
+struct Live(());
+
+impl Live {
+    fn new() -> Self {
+        LIVE_DEVICES.fetch_add(1, AcqRel);
+        Self(())
+    }
+}
+
+impl Drop for Live {
+    fn drop(&mut self) {
+        LIVE_DEVICES.fetch_sub(1, AcqRel);
+    }
+}
+
+/// Waits, when dropped, until no device data of this module is alive.
+///
+/// The module drops it after its link type, which unregisters the devices it finds: a device
+/// whose unregistration had begun elsewhere (`rdma link delete`, its netdevice going) is not
+/// found, and its data is dropped by the core meanwhile, with this module's code.
+pub(crate) struct DevicesGone;
+
+impl Drop for DevicesGone {
+    fn drop(&mut self) {
+        while LIVE_DEVICES.load(Acquire) != 0 {
+            fsleep(Delta::from_millis(10));
+        }
+    }
+}
 
 /// The data of one Soft-RoCE device.
 ///
@@ -100,6 +141,8 @@ pub(crate) struct RxeDev {
     pub(crate) mrs: ObjectLimit,
     /// The memory regions by key index.
     pub(crate) mr_table: Arc<MrTable>,
+    /// Counted among the live devices until everything above is dropped.
+    _live: Live,
 }
 
 /// A count of live objects of one kind with a limit, as the device reports in `max_*`.
@@ -188,6 +231,7 @@ impl RxeDev {
             srq_table: new_srq_table()?,
             mrs: ObjectLimit::new(param::MAX_MR as u32)?,
             mr_table,
+            _live: Live::new(),
         }))
     }
 
