@@ -23,7 +23,6 @@ import sys
 
 from pyverbs.device import Context
 from pyverbs.mr import MR
-from pyverbs.pyverbs_error import PyverbsRDMAError
 import pyverbs.enums as e
 
 from rxe_rust_ktap import DEV, Results, on_device
