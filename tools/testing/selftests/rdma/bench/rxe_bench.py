@@ -324,26 +324,31 @@ def kill(p):
         log(f"bench: process {p.pid} does not die (stuck in the kernel?)")
 
 
-def parse(out, kind):
-    """Figures from a perftest client's output, or None."""
+def result_line(out):
+    """perftest's result line (the first numeric line after "#bytes"), or None."""
     lines = out.splitlines()
     for i, line in enumerate(lines):
         if line.strip().startswith("#bytes"):
             for data in lines[i + 1:]:
                 f = data.split()
                 if len(f) >= 5 and re.fullmatch(r"\d+", f[0]):
-                    try:
-                        v = [float(x) for x in f[:9] if re.fullmatch(r"[-+.\deE]+", x)]
-                    except ValueError:
-                        return None
-                    if kind == "lat":
-                        if len(v) < 5:
-                            return None
-                        return {"t_min": v[2], "t_max": v[3], "t_typical": v[4],
-                                "t_avg": v[5] if len(v) > 5 else None}
-                    return {"mbs": v[3], "mbs_peak": v[2], "kmsgs": v[4] * 1000.0}
+                    return data.strip()
             return None
     return None
+
+
+def parse(line, kind):
+    """Figures from perftest's result line, or None."""
+    try:
+        v = [float(x) for x in line.split()[:9]]
+    except ValueError:
+        return None
+    if kind == "lat":
+        if len(v) < 5:
+            return None
+        return {"t_min": v[2], "t_max": v[3], "t_typical": v[4],
+                "t_avg": v[5] if len(v) > 5 else None}
+    return {"mbs": v[3], "mbs_peak": v[2], "kmsgs": v[4] * 1000.0}
 
 
 class Runner:
@@ -388,13 +393,18 @@ class Runner:
             if cli.returncode != 0:
                 return (None, f"client exit {cli.returncode}: {last_line(err, out)}", secs,
                         out + err)
-            vals = parse(out, "lat" if "_lat" in args[0] else "bw")
+            line = result_line(out)
+            vals = parse(line, "lat" if "_lat" in args[0] else "bw") if line else None
             if vals is None:
                 return None, "no result line: " + last_line(err, out), secs, out + err
+            if not any(v for k, v in vals.items() if k != "t_avg"):
+                # It did run (for seconds), so zeros are not a measurement.
+                return None, f"perftest printed zeros: {line}", secs, out + err
             try:
                 srv.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 pass
+            vals["line"] = line
             return vals, None, secs, out
         finally:
             if cli is not None:
@@ -565,7 +575,8 @@ def cmd_run(opts):
     with open(out, "w") as f:
         json.dump(raw, f, indent=1)
     log(f"bench: done in {raw['seconds'] / 60:.1f} min; raw results in {out}")
-    print(table(summarize(raw)))
+    if not opts.no_table:
+        print(table(summarize(raw)))
     return 0
 
 
@@ -764,7 +775,7 @@ def cmd_plan(opts):
 
 def add_run_options(ap):
     ap.add_argument("--quick", action="store_true",
-                    help=f"{len(QUICK_RUNS)} figures, 1 rep, {QUICK_SCALE}x iterations")
+                    help=f"{len(QUICK_RUNS)} runs, 1 rep, {QUICK_SCALE}x iterations")
     ap.add_argument("--reps", type=int, help=f"repetitions of each figure (default {REPS}, quick 1)")
     ap.add_argument("--filter", help="regular expression over run/figure ids (see 'plan')")
     ap.add_argument("--paths", default=",".join(PATHS), help="loopback,veth")
@@ -795,6 +806,7 @@ def main(argv=None):
     r.add_argument("--memcpy", help="the memcpy_bw program (default $RXE_BUILD/bench/memcpy_bw)")
     r.add_argument("--label", default="", help="free text stored in the results")
     r.add_argument("-v", "--verbose", action="store_true", help="show output of failed runs")
+    r.add_argument("--no-table", action="store_true", help="leave the table to 'report'")
     p = sub.add_parser("plan", help="list the runs and the time estimate")
     add_run_options(p)
     rep = sub.add_parser("report", help="table, JSON and SVG from a raw result")
