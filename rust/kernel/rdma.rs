@@ -7,21 +7,152 @@
 //!
 //! The RDMA core allocates every object (device, user context, ...) with a size the driver
 //! declares, the C structure first and the driver's data after it. The containers here
-//! ([`device::Device`], [`object::UContext`], [`object::Pd`], ...) have that layout; the core calls the driver
-//! through the ops table built from a [`driver::Driver`] implementation and frees the memory,
-//! the containers drop the driver's data from the matching release callback.
+//! ([`device::Device`], [`ucontext::UContext`], [`pd::Pd`], ...) have that layout. The core
+//! calls the driver through the ops table built from a [`driver::Driver`] implementation: the
+//! device and port verbs are [`driver::Driver`]'s, and each object kind's verbs are a trait
+//! of its own, implemented by the driver's data for that kind ([`cq::CqOps`],
+//! [`qp::QpOps`], ...). Each object's file holds its container, its trait and the C entry
+//! points (trampolines) that call the trait. The core frees the memory; the containers drop
+//! the driver's data from the matching release callback.
 
+/// Defines a Rust enumeration of C enumeration values, with a checked conversion.
+macro_rules! c_enum {
+    (
+        $(#[$m:meta])*
+        pub enum $name:ident: $repr:ty {
+            $($(#[$vm:meta])* $v:ident = $val:expr,)*
+        }
+    ) => {
+        $(#[$m])*
+        #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
+        #[repr($repr)]
+        pub enum $name {
+            $($(#[$vm])* $v = $val,)*
+        }
+
+        impl $name {
+            /// Converts the C value; `None` for a value without a variant here.
+            pub fn from_raw(v: $repr) -> Option<Self> {
+                [$(Self::$v),*].into_iter().find(|t| *t as $repr == v)
+            }
+
+            /// Returns the C value.
+            pub const fn raw(self) -> $repr {
+                self as $repr
+            }
+        }
+    };
+}
+
+/// Defines a set of C flag bits as a Rust type with `const` operations.
+macro_rules! c_flags {
+    (
+        $(#[$m:meta])*
+        pub struct $name:ident: $repr:ty {
+            $($(#[$vm:meta])* const $v:ident = $val:expr;)*
+        }
+    ) => {
+        $(#[$m])*
+        #[derive(Clone, Copy, PartialEq, Eq, Default, Debug)]
+        #[repr(transparent)]
+        pub struct $name($repr);
+
+        #[allow(clippy::unnecessary_cast)]
+        impl $name {
+            $($(#[$vm])* pub const $v: Self = Self($val as $repr);)*
+
+            /// Every flag named here.
+            pub const ALL: Self = Self(0 $(| $val as $repr)*);
+
+            /// No flag.
+            pub const fn empty() -> Self {
+                Self(0)
+            }
+
+            /// Takes the bits as they are, unknown ones included (callers check them
+            /// against what they support).
+            pub const fn from_bits_retain(bits: $repr) -> Self {
+                Self(bits)
+            }
+
+            /// Returns the C value.
+            pub const fn bits(self) -> $repr {
+                self.0
+            }
+
+            /// Returns the flags of `self` and of `other`.
+            pub const fn union(self, other: Self) -> Self {
+                Self(self.0 | other.0)
+            }
+
+            /// Returns the flags of `self` that are not in `other`.
+            pub const fn difference(self, other: Self) -> Self {
+                Self(self.0 & !other.0)
+            }
+
+            /// Returns whether every flag of `other` is in `self`.
+            pub const fn contains(self, other: Self) -> bool {
+                self.0 & other.0 == other.0
+            }
+
+            /// Returns whether `self` and `other` share a flag.
+            pub const fn intersects(self, other: Self) -> bool {
+                self.0 & other.0 != 0
+            }
+
+            /// Returns whether no flag is set.
+            pub const fn is_empty(self) -> bool {
+                self.0 == 0
+            }
+        }
+
+        impl core::ops::BitOr for $name {
+            type Output = Self;
+            fn bitor(self, rhs: Self) -> Self {
+                self.union(rhs)
+            }
+        }
+
+        impl core::ops::BitOrAssign for $name {
+            fn bitor_assign(&mut self, rhs: Self) {
+                *self = self.union(rhs);
+            }
+        }
+
+        impl core::ops::BitAnd for $name {
+            type Output = Self;
+            fn bitand(self, rhs: Self) -> Self {
+                Self(self.0 & rhs.0)
+            }
+        }
+    };
+}
+
+#[macro_use]
+mod object;
+
+pub mod ah;
 pub mod attr;
+pub mod cq;
 pub mod device;
 pub mod driver;
 pub mod event;
 pub mod link;
 pub mod mmap;
-pub mod object;
+pub mod mr;
+pub mod mw;
+pub mod pd;
+pub mod qp;
+pub mod srq;
 pub mod stats;
 pub mod sysfs;
+pub mod ucontext;
 pub mod udata;
 pub mod umem;
+pub mod wr;
+
+/// The RoCEv2 UDP destination port (IANA).
+pub const ROCE_V2_UDP_DPORT: u16 = crate::bindings::ROCE_V2_UDP_DPORT as u16;
 
 /// Error codes the RDMA core uses that the generic list in [`crate::error::code`] lacks.
 pub mod code {

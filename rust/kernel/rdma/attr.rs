@@ -2,24 +2,10 @@
 
 //! Device and port attributes reported to the RDMA core.
 
-use crate::{
-    bindings,
-    rdma::{
-        device::Device,
-        driver::Driver,
-        object::{
-            Cq,
-            Srq, //
-        },
-    },
-};
-use core::{
-    marker::PhantomData,
-    ops::{
-        Deref,
-        DerefMut, //
-    },
-    ptr::NonNull, //
+use crate::bindings;
+use core::ops::{
+    Deref,
+    DerefMut, //
 };
 
 macro_rules! plain_attr_wrapper {
@@ -31,7 +17,7 @@ macro_rules! plain_attr_wrapper {
         /// The structure holds no pointer, only numbers, and the core zeroes it before it asks
         /// the driver to fill it: every field may be read, and any value written is only a
         /// number the core interprets. So the fields are handed out as they are ([`Deref`],
-        /// [`DerefMut`]).
+        /// [`DerefMut`]); the fields that hold flags or enumerations have typed setters.
         #[repr(transparent)]
         pub struct $name($c);
 
@@ -111,687 +97,167 @@ pub enum PortPhysState {
     LinkUp = bindings::ib_port_phys_state_IB_PORT_PHYS_STATE_LINK_UP as u8,
 }
 
-/// Defines a Rust enumeration of C enumeration values, with a checked conversion.
-macro_rules! c_enum {
-    (
-        $(#[$m:meta])*
-        pub enum $name:ident: $repr:ty {
-            $($(#[$vm:meta])* $v:ident = $val:expr,)*
-        }
-    ) => {
-        $(#[$m])*
-        #[repr($repr)]
-        pub enum $name {
-            $($(#[$vm])* $v = $val,)*
-        }
+/// The size of a management datagram on InfiniBand and RoCE ports (`IB_MGMT_MAD_SIZE`).
+pub const MGMT_MAD_SIZE: u32 = bindings::IB_MGMT_MAD_SIZE;
 
-        impl $name {
-            /// Converts the C value; `None` for a value without a variant here.
-            pub fn from_raw(v: $repr) -> Option<Self> {
-                [$(Self::$v),*].into_iter().find(|t| *t as $repr == v)
-            }
-        }
-    };
+c_enum! {
+    /// The driver id a user-space provider matches (`enum rdma_driver_id`).
+    pub enum DriverId: u32 {
+        /// Soft-RoCE.
+        Rxe = bindings::rdma_driver_id_RDMA_DRIVER_RXE,
+    }
+}
+
+c_flags! {
+    /// Device capabilities (`enum ib_device_cap_flags`).
+    pub struct DeviceCapFlags: u64 {
+        /// Counts bad P_Keys.
+        const BAD_PKEY_CNTR = bindings::ib_device_cap_flags_IB_DEVICE_BAD_PKEY_CNTR;
+        /// Counts bad Q_Keys.
+        const BAD_QKEY_CNTR = bindings::ib_device_cap_flags_IB_DEVICE_BAD_QKEY_CNTR;
+        /// Automatic path migration.
+        const AUTO_PATH_MIG = bindings::ib_device_cap_flags_IB_DEVICE_AUTO_PATH_MIG;
+        /// Changing the physical port of a queue pair.
+        const CHANGE_PHY_PORT = bindings::ib_device_cap_flags_IB_DEVICE_CHANGE_PHY_PORT;
+        /// UD address vectors are checked against the queue pair's port.
+        const UD_AV_PORT_ENFORCE = bindings::ib_device_cap_flags_IB_DEVICE_UD_AV_PORT_ENFORCE;
+        /// Reports the port active event.
+        const PORT_ACTIVE_EVENT = bindings::ib_device_cap_flags_IB_DEVICE_PORT_ACTIVE_EVENT;
+        /// Has a system image GUID.
+        const SYS_IMAGE_GUID = bindings::ib_device_cap_flags_IB_DEVICE_SYS_IMAGE_GUID;
+        /// Generates RNR NAKs on RC queue pairs.
+        const RC_RNR_NAK_GEN = bindings::ib_device_cap_flags_IB_DEVICE_RC_RNR_NAK_GEN;
+        /// Shared receive queues can be resized.
+        const SRQ_RESIZE = bindings::ib_device_cap_flags_IB_DEVICE_SRQ_RESIZE;
+        /// Memory management extensions (fast registration, local invalidation).
+        const MEM_MGT_EXTENSIONS = bindings::ib_device_cap_flags_IB_DEVICE_MEM_MGT_EXTENSIONS;
+        /// Memory windows.
+        const MEM_WINDOW = bindings::ib_device_cap_flags_IB_DEVICE_MEM_WINDOW;
+        /// Global visibility flush.
+        const FLUSH_GLOBAL = bindings::ib_device_cap_flags_IB_DEVICE_FLUSH_GLOBAL;
+        /// Persistence flush.
+        const FLUSH_PERSISTENT = bindings::ib_device_cap_flags_IB_DEVICE_FLUSH_PERSISTENT;
+        /// Type 2B memory windows.
+        const MEM_WINDOW_TYPE_2B = bindings::ib_device_cap_flags_IB_DEVICE_MEM_WINDOW_TYPE_2B;
+        /// Atomic write.
+        const ATOMIC_WRITE = bindings::ib_device_cap_flags_IB_DEVICE_ATOMIC_WRITE;
+    }
+}
+
+c_flags! {
+    /// Capabilities only kernel users see (`enum ib_kernel_cap_flags`).
+    pub struct KernelCapFlags: u64 {
+        /// User space may use the device without registering memory.
+        const ALLOW_USER_UNREG = bindings::ib_kernel_cap_flags_IBK_ALLOW_USER_UNREG;
+    }
 }
 
 c_enum! {
-    /// The type of a queue pair (`enum ib_qp_type`).
-    #[derive(Clone, Copy, PartialEq, Eq, Debug)]
-    pub enum QpType: u32 {
-        /// Subnet management QP (QP0).
-        Smi = bindings::ib_qp_type_IB_QPT_SMI,
-        /// General services QP (QP1).
-        Gsi = bindings::ib_qp_type_IB_QPT_GSI,
-        /// Reliable connection.
-        Rc = bindings::ib_qp_type_IB_QPT_RC,
-        /// Unreliable connection.
-        Uc = bindings::ib_qp_type_IB_QPT_UC,
-        /// Unreliable datagram.
-        Ud = bindings::ib_qp_type_IB_QPT_UD,
-        /// Raw Ethernet packets.
-        RawPacket = bindings::ib_qp_type_IB_QPT_RAW_PACKET,
-        /// XRC initiator.
-        XrcIni = bindings::ib_qp_type_IB_QPT_XRC_INI,
-        /// XRC target.
-        XrcTgt = bindings::ib_qp_type_IB_QPT_XRC_TGT,
-        /// A driver-specific type.
-        Driver = bindings::ib_qp_type_IB_QPT_DRIVER,
+    /// How atomic operations are ordered against other accesses (`enum ib_atomic_cap`).
+    pub enum AtomicCap: u32 {
+        /// No atomic operations.
+        None = bindings::ib_atomic_cap_IB_ATOMIC_NONE,
+        /// Atomic among this device's operations.
+        Hca = bindings::ib_atomic_cap_IB_ATOMIC_HCA,
+        /// Atomic with the CPUs too.
+        Glob = bindings::ib_atomic_cap_IB_ATOMIC_GLOB,
+    }
+}
+
+c_flags! {
+    /// Port capabilities (`enum ib_port_capability_mask_bits`).
+    pub struct PortCapFlags: u32 {
+        /// The port supports connection management.
+        const CM_SUP = bindings::ib_port_capability_mask_bits_IB_PORT_CM_SUP;
+    }
+}
+
+c_flags! {
+    /// What a port's protocol is (`RDMA_CORE_PORT_*` in `ib_port_immutable.core_cap_flags`).
+    pub struct CoreCapFlags: u32 {
+        /// RoCE v2: InfiniBand transport over UDP.
+        const IBA_ROCE_UDP_ENCAP = bindings::RDMA_CORE_PORT_IBA_ROCE_UDP_ENCAP;
+    }
+}
+
+c_flags! {
+    /// What `modify_port` changes (`enum ib_port_modify_flags`).
+    pub struct PortModifyFlags: u32 {
+        /// Shut the port down.
+        const SHUTDOWN = bindings::ib_port_modify_flags_IB_PORT_SHUTDOWN;
+        /// Initialise the type of the port.
+        const INIT_TYPE = bindings::ib_port_modify_flags_IB_PORT_INIT_TYPE;
+        /// Reset the Q_Key violation counter.
+        const RESET_QKEY_CNTR = bindings::ib_port_modify_flags_IB_PORT_RESET_QKEY_CNTR;
+        /// Set the options of the port info.
+        const OPA_MASK_CHG = bindings::ib_port_modify_flags_IB_PORT_OPA_MASK_CHG;
+    }
+}
+
+c_flags! {
+    /// What `modify_device` changes (`enum ib_device_modify_flags`).
+    pub struct DeviceModifyFlags: u32 {
+        /// The system image GUID.
+        const SYS_IMAGE_GUID = bindings::ib_device_modify_flags_IB_DEVICE_MODIFY_SYS_IMAGE_GUID;
+        /// The node description.
+        const NODE_DESC = bindings::ib_device_modify_flags_IB_DEVICE_MODIFY_NODE_DESC;
     }
 }
 
 c_enum! {
-    /// The state of a queue pair (`enum ib_qp_state`), in the order of the C values.
-    #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
-    pub enum QpState: u32 {
-        /// Reset.
-        Reset = bindings::ib_qp_state_IB_QPS_RESET,
-        /// Initialised.
-        Init = bindings::ib_qp_state_IB_QPS_INIT,
-        /// Ready to receive.
-        Rtr = bindings::ib_qp_state_IB_QPS_RTR,
-        /// Ready to send.
-        Rts = bindings::ib_qp_state_IB_QPS_RTS,
-        /// Send queue drained.
-        Sqd = bindings::ib_qp_state_IB_QPS_SQD,
-        /// Send queue error.
-        Sqe = bindings::ib_qp_state_IB_QPS_SQE,
-        /// Error.
-        Err = bindings::ib_qp_state_IB_QPS_ERR,
+    /// The width of a port's link (`enum ib_port_width`).
+    pub enum PortWidth: u8 {
+        /// One lane.
+        X1 = bindings::ib_port_width_IB_WIDTH_1X as u8,
+        /// Two lanes.
+        X2 = bindings::ib_port_width_IB_WIDTH_2X as u8,
+        /// Four lanes.
+        X4 = bindings::ib_port_width_IB_WIDTH_4X as u8,
+        /// Eight lanes.
+        X8 = bindings::ib_port_width_IB_WIDTH_8X as u8,
+        /// Twelve lanes.
+        X12 = bindings::ib_port_width_IB_WIDTH_12X as u8,
     }
 }
 
-/// A set of `modify_qp` attributes (`enum ib_qp_attr_mask` bits).
-#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
-pub struct QpAttrMask(u32);
-
-impl QpAttrMask {
-    /// `IB_QP_STATE`.
-    pub const STATE: Self = Self(bindings::ib_qp_attr_mask_IB_QP_STATE);
-    /// `IB_QP_CUR_STATE`.
-    pub const CUR_STATE: Self = Self(bindings::ib_qp_attr_mask_IB_QP_CUR_STATE);
-    /// `IB_QP_EN_SQD_ASYNC_NOTIFY`.
-    pub const EN_SQD_ASYNC_NOTIFY: Self = Self(bindings::ib_qp_attr_mask_IB_QP_EN_SQD_ASYNC_NOTIFY);
-    /// `IB_QP_ACCESS_FLAGS`.
-    pub const ACCESS_FLAGS: Self = Self(bindings::ib_qp_attr_mask_IB_QP_ACCESS_FLAGS);
-    /// `IB_QP_PKEY_INDEX`.
-    pub const PKEY_INDEX: Self = Self(bindings::ib_qp_attr_mask_IB_QP_PKEY_INDEX);
-    /// `IB_QP_PORT`.
-    pub const PORT: Self = Self(bindings::ib_qp_attr_mask_IB_QP_PORT);
-    /// `IB_QP_QKEY`.
-    pub const QKEY: Self = Self(bindings::ib_qp_attr_mask_IB_QP_QKEY);
-    /// `IB_QP_AV`.
-    pub const AV: Self = Self(bindings::ib_qp_attr_mask_IB_QP_AV);
-    /// `IB_QP_PATH_MTU`.
-    pub const PATH_MTU: Self = Self(bindings::ib_qp_attr_mask_IB_QP_PATH_MTU);
-    /// `IB_QP_TIMEOUT`.
-    pub const TIMEOUT: Self = Self(bindings::ib_qp_attr_mask_IB_QP_TIMEOUT);
-    /// `IB_QP_RETRY_CNT`.
-    pub const RETRY_CNT: Self = Self(bindings::ib_qp_attr_mask_IB_QP_RETRY_CNT);
-    /// `IB_QP_RNR_RETRY`.
-    pub const RNR_RETRY: Self = Self(bindings::ib_qp_attr_mask_IB_QP_RNR_RETRY);
-    /// `IB_QP_RQ_PSN`.
-    pub const RQ_PSN: Self = Self(bindings::ib_qp_attr_mask_IB_QP_RQ_PSN);
-    /// `IB_QP_MAX_QP_RD_ATOMIC`.
-    pub const MAX_QP_RD_ATOMIC: Self = Self(bindings::ib_qp_attr_mask_IB_QP_MAX_QP_RD_ATOMIC);
-    /// `IB_QP_ALT_PATH`.
-    pub const ALT_PATH: Self = Self(bindings::ib_qp_attr_mask_IB_QP_ALT_PATH);
-    /// `IB_QP_MIN_RNR_TIMER`.
-    pub const MIN_RNR_TIMER: Self = Self(bindings::ib_qp_attr_mask_IB_QP_MIN_RNR_TIMER);
-    /// `IB_QP_SQ_PSN`.
-    pub const SQ_PSN: Self = Self(bindings::ib_qp_attr_mask_IB_QP_SQ_PSN);
-    /// `IB_QP_MAX_DEST_RD_ATOMIC`.
-    pub const MAX_DEST_RD_ATOMIC: Self = Self(bindings::ib_qp_attr_mask_IB_QP_MAX_DEST_RD_ATOMIC);
-    /// `IB_QP_PATH_MIG_STATE`.
-    pub const PATH_MIG_STATE: Self = Self(bindings::ib_qp_attr_mask_IB_QP_PATH_MIG_STATE);
-    /// `IB_QP_CAP`.
-    pub const CAP: Self = Self(bindings::ib_qp_attr_mask_IB_QP_CAP);
-    /// `IB_QP_DEST_QPN`.
-    pub const DEST_QPN: Self = Self(bindings::ib_qp_attr_mask_IB_QP_DEST_QPN);
-    /// Every standard attribute (`IB_QP_ATTR_STANDARD_BITS`).
-    pub const STANDARD: Self = Self(bindings::ib_qp_attr_mask_IB_QP_ATTR_STANDARD_BITS);
-
-    /// Creates a mask from the C bits (unknown bits are kept).
-    pub const fn from_bits(bits: u32) -> Self {
-        Self(bits)
+impl DeviceAttr {
+    /// Sets the device capabilities.
+    pub fn set_device_cap_flags(&mut self, flags: DeviceCapFlags) {
+        self.0.device_cap_flags = flags.bits();
     }
 
-    /// Returns the C bits.
-    pub const fn bits(self) -> u32 {
-        self.0
+    /// Sets the capabilities only kernel users see.
+    pub fn set_kernel_cap_flags(&mut self, flags: KernelCapFlags) {
+        self.0.kernel_cap_flags = flags.bits();
     }
 
-    /// Returns whether every attribute of `other` is in the mask.
-    pub const fn contains(self, other: Self) -> bool {
-        self.0 & other.0 == other.0
-    }
-
-    /// Returns whether the mask holds only standard attributes.
-    pub const fn is_standard(self) -> bool {
-        self.0 & !Self::STANDARD.0 == 0
+    /// Sets the atomic capability.
+    pub fn set_atomic_cap(&mut self, cap: AtomicCap) {
+        self.0.atomic_cap = cap.raw();
     }
 }
 
-impl core::ops::BitOr for QpAttrMask {
-    type Output = Self;
-    fn bitor(self, rhs: Self) -> Self {
-        Self(self.0 | rhs.0)
+impl PortAttr {
+    /// Sets the port's logical and physical state.
+    pub fn set_state(&mut self, state: PortState, phys: PortPhysState) {
+        self.0.state = state as u32;
+        self.0.phys_state = phys as u8;
+    }
+
+    /// Sets the port's capabilities.
+    pub fn set_port_cap_flags(&mut self, flags: PortCapFlags) {
+        self.0.port_cap_flags = flags.bits();
+    }
+
+    /// Sets the link width.
+    pub fn set_active_width(&mut self, width: PortWidth) {
+        self.0.active_width = width.raw();
     }
 }
 
-impl core::ops::BitAnd for QpAttrMask {
-    type Output = Self;
-    fn bitand(self, rhs: Self) -> Self {
-        Self(self.0 & rhs.0)
+impl PortImmutable {
+    /// Sets the port's protocol.
+    pub fn set_core_cap_flags(&mut self, flags: CoreCapFlags) {
+        self.0.core_cap_flags = flags.bits();
     }
-}
-
-impl core::ops::Not for QpAttrMask {
-    type Output = Self;
-    fn not(self) -> Self {
-        Self(!self.0)
-    }
-}
-
-/// The capabilities of a queue pair's work queues (`struct ib_qp_cap`).
-#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
-pub struct QpCap {
-    /// Send queue depth.
-    pub max_send_wr: u32,
-    /// Receive queue depth.
-    pub max_recv_wr: u32,
-    /// SGEs per send request.
-    pub max_send_sge: u32,
-    /// SGEs per receive request.
-    pub max_recv_sge: u32,
-    /// Bytes of inline data per send request.
-    pub max_inline_data: u32,
-    /// `rdma_rw` contexts (computed by the core).
-    pub max_rdma_ctxs: u32,
-}
-
-impl From<bindings::ib_qp_cap> for QpCap {
-    fn from(c: bindings::ib_qp_cap) -> Self {
-        Self {
-            max_send_wr: c.max_send_wr,
-            max_recv_wr: c.max_recv_wr,
-            max_send_sge: c.max_send_sge,
-            max_recv_sge: c.max_recv_sge,
-            max_inline_data: c.max_inline_data,
-            max_rdma_ctxs: c.max_rdma_ctxs,
-        }
-    }
-}
-
-impl From<QpCap> for bindings::ib_qp_cap {
-    fn from(c: QpCap) -> Self {
-        Self {
-            max_send_wr: c.max_send_wr,
-            max_recv_wr: c.max_recv_wr,
-            max_send_sge: c.max_send_sge,
-            max_recv_sge: c.max_recv_sge,
-            max_inline_data: c.max_inline_data,
-            max_rdma_ctxs: c.max_rdma_ctxs,
-        }
-    }
-}
-
-/// The attributes a queue pair is created with (`struct ib_qp_init_attr`), in `create_qp`.
-///
-/// The structure holds pointers the core dereferences after the call (the completion queues,
-/// the shared receive queue, the handler): the driver reads them only through the accessors
-/// below, which check them, and writes nothing but the capabilities it really gives
-/// ([`QpInitAttr::set_cap`]).
-///
-/// # Invariants
-///
-/// `self.0` is the core's initialised creation attributes of the call in progress: its queue
-/// pointers are null or live objects, kept alive while the queue pair uses them (`usecnt`).
-#[repr(transparent)]
-pub struct QpInitAttr(bindings::ib_qp_init_attr);
-
-impl QpInitAttr {
-    /// Creates a mutable reference from a raw pointer.
-    ///
-    /// # Safety
-    ///
-    /// `ptr` must be the creation attributes of a `create_qp` call, initialised, valid and not
-    /// aliased for `'a`.
-    pub(crate) unsafe fn from_raw<'a>(ptr: *mut bindings::ib_qp_init_attr) -> &'a mut Self {
-        // SAFETY: Transparent wrapper; the caller guarantees validity and uniqueness.
-        unsafe { &mut *ptr.cast() }
-    }
-
-    /// Returns the queue pair type, `None` for one without a [`QpType`] variant.
-    pub fn qp_type(&self) -> Option<QpType> {
-        QpType::from_raw(self.0.qp_type)
-    }
-
-    /// Returns the `IB_QP_CREATE_*` flags.
-    pub fn create_flags(&self) -> u32 {
-        self.0.create_flags
-    }
-
-    /// Returns the port number (meaningful for the special queue pairs).
-    pub fn port_num(&self) -> u32 {
-        self.0.port_num
-    }
-
-    /// Returns whether every send request completes with a completion (`IB_SIGNAL_ALL_WR`).
-    pub fn sq_sig_all(&self) -> bool {
-        self.0.sq_sig_type == bindings::ib_sig_type_IB_SIGNAL_ALL_WR
-    }
-
-    /// Returns the capabilities asked for.
-    pub fn cap(&self) -> QpCap {
-        self.0.cap.into()
-    }
-
-    /// Reports the capabilities really given, which may exceed those asked for.
-    pub fn set_cap(&mut self, cap: QpCap) {
-        self.0.cap = cap.into();
-    }
-
-    /// Returns whether the queue pair receives through a shared receive queue.
-    pub fn has_srq(&self) -> bool {
-        !self.0.srq.is_null()
-    }
-
-    /// Returns whether both completion queues are given.
-    pub fn has_cqs(&self) -> bool {
-        !self.0.send_cq.is_null() && !self.0.recv_cq.is_null()
-    }
-
-    /// Returns the send completion queue, if it is one of `dev`'s.
-    pub fn send_cq<'a, T: Driver>(&'a self, dev: &Device<T>) -> Option<&'a Cq<T>> {
-        // SAFETY: By the type invariant the queue is null or live, and kept alive while the
-        // queue pair uses it; a queue of `dev` belongs to driver `T`.
-        unsafe { own_object(self.0.send_cq, dev).map(|p| Cq::<T>::from_raw(p)) }
-    }
-
-    /// Returns the receive completion queue, if it is one of `dev`'s.
-    pub fn recv_cq<'a, T: Driver>(&'a self, dev: &Device<T>) -> Option<&'a Cq<T>> {
-        // SAFETY: As in `send_cq`.
-        unsafe { own_object(self.0.recv_cq, dev).map(|p| Cq::<T>::from_raw(p)) }
-    }
-
-    /// Returns the shared receive queue, if there is one and it is `dev`'s.
-    pub fn srq<'a, T: Driver>(&'a self, dev: &Device<T>) -> Option<&'a Srq<T>> {
-        // SAFETY: As in `send_cq`.
-        unsafe { own_object(self.0.srq, dev).map(|p| Srq::<T>::from_raw(p)) }
-    }
-}
-
-/// What `query_qp` reports of a queue pair's creation parameters.
-#[derive(Clone, Copy, Debug)]
-pub struct QpInitInfo {
-    /// The queue pair type.
-    pub qp_type: QpType,
-    /// The port (of the special queue pairs; the only port otherwise).
-    pub port_num: u32,
-    /// The capabilities given.
-    pub cap: QpCap,
-    /// Whether every send request completes with a completion.
-    pub sq_sig_all: bool,
-}
-
-impl QpInitInfo {
-    /// Writes the report into the caller's creation attributes, leaving the fields the core
-    /// fills (handler, context, queues) alone.
-    ///
-    /// # Safety
-    ///
-    /// `init` must be valid for writes (it may be uninitialised).
-    pub(crate) unsafe fn write_to(&self, init: *mut bindings::ib_qp_init_attr) {
-        let sig = if self.sq_sig_all {
-            bindings::ib_sig_type_IB_SIGNAL_ALL_WR
-        } else {
-            bindings::ib_sig_type_IB_SIGNAL_REQ_WR
-        };
-        // SAFETY: The caller guarantees `init` valid for writes; only writes, no reads.
-        unsafe {
-            (&raw mut (*init).qp_type).write(self.qp_type as u32);
-            (&raw mut (*init).port_num).write(self.port_num);
-            (&raw mut (*init).cap).write(self.cap.into());
-            (&raw mut (*init).sq_sig_type).write(sig);
-        }
-    }
-}
-
-/// A core object with a `device` field.
-trait HasDevice {
-    fn device(&self) -> *mut bindings::ib_device;
-}
-
-impl HasDevice for bindings::ib_cq {
-    fn device(&self) -> *mut bindings::ib_device {
-        self.device
-    }
-}
-
-impl HasDevice for bindings::ib_srq {
-    fn device(&self) -> *mut bindings::ib_device {
-        self.device
-    }
-}
-
-/// Returns `ptr` if it is non-null and an object of `dev`.
-///
-/// # Safety
-///
-/// `ptr` must be null or point to a live object.
-unsafe fn own_object<O: HasDevice, T: Driver>(ptr: *mut O, dev: &Device<T>) -> Option<*mut O> {
-    // SAFETY: The caller guarantees a non-null `ptr` is live.
-    let o = unsafe { ptr.as_ref()? };
-    (o.device() == dev.as_raw()).then_some(ptr)
-}
-
-/// The attributes of a `modify_qp` call (`struct ib_qp_attr` and its mask).
-///
-/// Callers set only the attributes their mask selects (kernel callers commonly leave the rest
-/// of the structure uninitialised), so each accessor returns `None` unless its attribute is
-/// in the mask, and nothing else of the structure is ever read.
-///
-/// # Invariants
-///
-/// `attr` is valid for reads for `'a`, and the fields of the attributes in `mask` are
-/// initialised (the address vectors whole, their `sgid_attr` a reference the core holds for
-/// the call).
-pub struct QpAttr<'a> {
-    attr: NonNull<bindings::ib_qp_attr>,
-    mask: QpAttrMask,
-    _p: PhantomData<&'a bindings::ib_qp_attr>,
-}
-
-macro_rules! masked_getters {
-    ($($(#[$m:meta])* $vis:vis $name:ident => $field:ident: $ty:ty = $bit:ident;)*) => {
-        $(
-            $(#[$m])*
-            $vis fn $name(&self) -> Option<$ty> {
-                if !self.mask.contains(QpAttrMask::$bit) {
-                    return None;
-                }
-                // SAFETY: By the type invariant the field of an attribute in the mask is
-                // initialised; the read goes through a raw pointer to that field only.
-                Some(unsafe { (&raw const (*self.attr.as_ptr()).$field).read() })
-            }
-        )*
-    };
-}
-
-impl<'a> QpAttr<'a> {
-    /// Wraps the attributes of a `modify_qp` call.
-    ///
-    /// # Safety
-    ///
-    /// `attr` must be valid for reads for `'a`, with the fields of the attributes in `mask`
-    /// initialised, as the core passes them to `modify_qp`.
-    pub(crate) unsafe fn from_raw(attr: *mut bindings::ib_qp_attr, mask: u32) -> Option<Self> {
-        // INVARIANT: The caller guarantees validity and the initialised fields.
-        Some(Self {
-            attr: NonNull::new(attr)?,
-            mask: QpAttrMask::from_bits(mask),
-            _p: PhantomData,
-        })
-    }
-
-    /// Returns the attributes being set.
-    pub fn mask(&self) -> QpAttrMask {
-        self.mask
-    }
-
-    /// Returns the state the queue pair is to move to (`None` also for a value out of the
-    /// enumeration).
-    pub fn qp_state(&self) -> Option<QpState> {
-        self.qp_state_raw().and_then(QpState::from_raw)
-    }
-
-    /// Returns the state the caller believes the queue pair is in.
-    pub fn cur_qp_state(&self) -> Option<QpState> {
-        self.cur_qp_state_raw().and_then(QpState::from_raw)
-    }
-
-    /// Returns the capabilities asked for.
-    pub fn cap(&self) -> Option<QpCap> {
-        self.cap_raw().map(QpCap::from)
-    }
-
-    /// Returns the primary address vector.
-    pub fn ah_attr(&self) -> Option<&AhAttr> {
-        // SAFETY: With `IB_QP_AV` the vector is initialised (type invariant); `AhAttr` is a
-        // transparent wrapper that only reads it, for no longer than `self` borrows it.
-        self.mask
-            .contains(QpAttrMask::AV)
-            .then(|| unsafe { &*(&raw const (*self.attr.as_ptr()).ah_attr).cast::<AhAttr>() })
-    }
-
-    /// Returns the alternate address vector.
-    pub fn alt_ah_attr(&self) -> Option<&AhAttr> {
-        // SAFETY: As in `ah_attr`, with `IB_QP_ALT_PATH`.
-        self.mask
-            .contains(QpAttrMask::ALT_PATH)
-            .then(|| unsafe { &*(&raw const (*self.attr.as_ptr()).alt_ah_attr).cast::<AhAttr>() })
-    }
-
-    masked_getters! {
-        qp_state_raw => qp_state: u32 = STATE;
-        cur_qp_state_raw => cur_qp_state: u32 = CUR_STATE;
-        cap_raw => cap: bindings::ib_qp_cap = CAP;
-        /// Returns whether to report the send queue drained (`IB_QP_EN_SQD_ASYNC_NOTIFY`).
-        pub en_sqd_async_notify => en_sqd_async_notify: u8 = EN_SQD_ASYNC_NOTIFY;
-        /// Returns the remote access rights (`IB_ACCESS_*`) of an RC or UC queue pair.
-        pub qp_access_flags => qp_access_flags: i32 = ACCESS_FLAGS;
-        /// Returns the P_Key index.
-        pub pkey_index => pkey_index: u16 = PKEY_INDEX;
-        /// Returns the port number.
-        pub port_num => port_num: u32 = PORT;
-        /// Returns the Q_Key (datagram queue pairs).
-        pub qkey => qkey: u32 = QKEY;
-        /// Returns the path MTU (`enum ib_mtu`).
-        pub path_mtu => path_mtu: u32 = PATH_MTU;
-        /// Returns the local ACK timeout exponent.
-        pub timeout => timeout: u8 = TIMEOUT;
-        /// Returns the retry count.
-        pub retry_cnt => retry_cnt: u8 = RETRY_CNT;
-        /// Returns the RNR retry count.
-        pub rnr_retry => rnr_retry: u8 = RNR_RETRY;
-        /// Returns the receive queue's first PSN.
-        pub rq_psn => rq_psn: u32 = RQ_PSN;
-        /// Returns the outstanding RDMA READ and atomic requests as initiator.
-        pub max_rd_atomic => max_rd_atomic: u8 = MAX_QP_RD_ATOMIC;
-        /// Returns the alternate path's port.
-        pub alt_port_num => alt_port_num: u32 = ALT_PATH;
-        /// Returns the alternate path's P_Key index.
-        pub alt_pkey_index => alt_pkey_index: u16 = ALT_PATH;
-        /// Returns the alternate path's ACK timeout exponent.
-        pub alt_timeout => alt_timeout: u8 = ALT_PATH;
-        /// Returns the minimum RNR NAK timer code.
-        pub min_rnr_timer => min_rnr_timer: u8 = MIN_RNR_TIMER;
-        /// Returns the send queue's first PSN.
-        pub sq_psn => sq_psn: u32 = SQ_PSN;
-        /// Returns the outstanding RDMA READ and atomic requests as responder.
-        pub max_dest_rd_atomic => max_dest_rd_atomic: u8 = MAX_DEST_RD_ATOMIC;
-        /// Returns the path migration state (`enum ib_mig_state`).
-        pub path_mig_state => path_mig_state: u32 = PATH_MIG_STATE;
-        /// Returns the destination QP number.
-        pub dest_qp_num => dest_qp_num: u32 = DEST_QPN;
-    }
-}
-
-/// Returns whether moving a queue pair of type `qp_type` from `cur` to `next` with the
-/// attributes in `mask` is a legal transition (IBTA table 91, `ib_modify_qp_is_ok`).
-pub fn modify_qp_is_ok(cur: QpState, next: QpState, qp_type: QpType, mask: QpAttrMask) -> bool {
-    // SAFETY: A pure function of its arguments.
-    unsafe { bindings::ib_modify_qp_is_ok(cur as u32, next as u32, qp_type as u32, mask.bits()) }
-}
-
-/// The fields of a kept copy of queue pair attributes ([`QpAttrCopy::update`]).
-pub type QpAttrFields = bindings::ib_qp_attr;
-
-/// A copy of queue pair attributes that a driver keeps (`struct ib_qp_attr`).
-///
-/// # Invariants
-///
-/// The copy's pointers (the address vectors' `sgid_attr`, `xmit_slave`) are null: they are
-/// references the core owns and lends for one call only.
-#[derive(Clone, Copy)]
-#[repr(transparent)]
-pub struct QpAttrCopy(bindings::ib_qp_attr);
-
-// SAFETY: By the type invariant the copy holds no pointer; the rest is plain data.
-unsafe impl Send for QpAttrCopy {}
-// SAFETY: See `Send`.
-unsafe impl Sync for QpAttrCopy {}
-
-impl Default for QpAttrCopy {
-    fn default() -> Self {
-        // INVARIANT: All pointers are null.
-        Self(pin_init::zeroed())
-    }
-}
-
-impl QpAttrCopy {
-    /// Returns the primary address vector.
-    pub fn ah(&self) -> &AhAttr {
-        // SAFETY: `AhAttr` is a transparent wrapper of `rdma_ah_attr`; the copy is initialised
-        // and its `sgid_attr` null.
-        unsafe { AhAttr::from_raw(&raw const self.0.ah_attr) }
-    }
-
-    /// Returns the attributes.
-    pub fn get(&self) -> &bindings::ib_qp_attr {
-        &self.0
-    }
-
-    /// Changes the attributes with `f`; the core's pointers are dropped from the result.
-    pub fn update(&mut self, f: impl FnOnce(&mut QpAttrFields)) {
-        f(&mut self.0);
-        // INVARIANT: The pointers `f` may have copied in are cleared.
-        self.0.ah_attr.grh.sgid_attr = core::ptr::null();
-        self.0.alt_ah_attr.grh.sgid_attr = core::ptr::null();
-        self.0.xmit_slave = core::ptr::null_mut();
-    }
-
-    /// Writes the copy into a caller's attributes (`query_qp`).
-    ///
-    /// # Safety
-    ///
-    /// `dst` must be valid for writes (it may be uninitialised).
-    pub(crate) unsafe fn write_to(&self, dst: *mut bindings::ib_qp_attr) {
-        // SAFETY: The caller guarantees `dst` valid for writes; the copy's pointers are null
-        // (type invariant), so the core finds no reference it did not take.
-        unsafe { dst.write(self.0) };
-    }
-}
-
-/// What `query_qp` reports: the attributes and the creation parameters.
-#[derive(Clone, Copy)]
-pub struct QpReport {
-    /// The attributes (`struct ib_qp_attr`).
-    pub attr: QpAttrCopy,
-    /// The creation parameters (part of `struct ib_qp_init_attr`).
-    pub init: QpInitInfo,
-}
-
-/// An address vector (`struct rdma_ah_attr`): where a packet goes, as the core passes it to
-/// `create_ah` or `modify_qp`, or as a driver keeps it. Read only.
-///
-/// # Invariants
-///
-/// `self.0` is initialised; its `sgid_attr` is null or a reference the core holds for the call.
-#[repr(transparent)]
-pub struct AhAttr(bindings::rdma_ah_attr);
-
-impl AhAttr {
-    /// Creates a reference from a raw pointer.
-    ///
-    /// # Safety
-    ///
-    /// `ptr` must point to an initialised address vector, valid for reads for `'a`.
-    pub(crate) unsafe fn from_raw<'a>(ptr: *const bindings::rdma_ah_attr) -> &'a Self {
-        // SAFETY: Transparent wrapper; the caller guarantees validity.
-        unsafe { &*ptr.cast() }
-    }
-
-    /// Returns the port number.
-    pub fn port_num(&self) -> u32 {
-        self.0.port_num
-    }
-
-    /// Returns the service level.
-    pub fn sl(&self) -> u8 {
-        self.0.sl
-    }
-
-    /// Returns a copy of the vector without the core's reference to the source GID (null).
-    pub fn to_raw(&self) -> bindings::rdma_ah_attr {
-        let mut a = self.0;
-        a.grh.sgid_attr = core::ptr::null();
-        a
-    }
-
-    /// Returns whether the vector has a global route header (RoCE requires one).
-    pub fn has_grh(&self) -> bool {
-        u32::from(self.0.ah_flags) & bindings::ib_ah_flags_IB_AH_GRH != 0
-    }
-
-    /// Returns the destination GID.
-    pub fn dgid(&self) -> [u8; 16] {
-        // SAFETY: Every variant of `union ib_gid` is 16 plain bytes.
-        unsafe { self.0.grh.dgid.raw }
-    }
-
-    /// Returns the destination MAC of a RoCE vector, or `None` for another kind.
-    pub fn roce_dmac(&self) -> Option<[u8; 6]> {
-        if self.0.type_ != bindings::rdma_ah_attr_type_RDMA_AH_ATTR_TYPE_ROCE {
-            return None;
-        }
-        // SAFETY: The type says the `roce` variant is the one in use.
-        Some(unsafe { self.0.__bindgen_anon_1.roce.dmac })
-    }
-
-    /// Returns the global route (meaningful if [`AhAttr::has_grh`]).
-    pub fn global_route(&self) -> GlobalRoute {
-        GlobalRoute {
-            dgid: self.dgid(),
-            flow_label: self.0.grh.flow_label,
-            sgid_index: self.0.grh.sgid_index,
-            hop_limit: self.0.grh.hop_limit,
-            traffic_class: self.0.grh.traffic_class,
-        }
-    }
-}
-
-/// The address vector `query_ah` reports (`struct rdma_ah_attr`): write only, as the caller's
-/// structure may be uninitialised.
-///
-/// # Invariants
-///
-/// `self.0` is valid for writes for `'a`.
-pub struct AhAttrSink<'a>(NonNull<bindings::rdma_ah_attr>, PhantomData<&'a mut ()>);
-
-impl<'a> AhAttrSink<'a> {
-    /// Wraps the caller's structure.
-    ///
-    /// # Safety
-    ///
-    /// `ptr` must be valid for writes, and not accessed otherwise, for `'a`.
-    pub(crate) unsafe fn from_raw(ptr: *mut bindings::rdma_ah_attr) -> Option<Self> {
-        // INVARIANT: The caller guarantees validity for writes.
-        Some(Self(NonNull::new(ptr)?, PhantomData))
-    }
-
-    /// Reports a RoCE vector with a global route (the fields not passed are zeroed, the source
-    /// GID reference null).
-    pub fn set_roce(&mut self, grh: &GlobalRoute, dmac: [u8; 6], port_num: u32, sl: u8) {
-        let mut a: bindings::rdma_ah_attr = pin_init::zeroed();
-        a.type_ = bindings::rdma_ah_attr_type_RDMA_AH_ATTR_TYPE_ROCE;
-        a.ah_flags = bindings::ib_ah_flags_IB_AH_GRH as u8;
-        a.port_num = port_num;
-        a.sl = sl;
-        a.grh.dgid.raw = grh.dgid;
-        a.grh.flow_label = grh.flow_label;
-        a.grh.sgid_index = grh.sgid_index;
-        a.grh.hop_limit = grh.hop_limit;
-        a.grh.traffic_class = grh.traffic_class;
-        a.__bindgen_anon_1.roce.dmac = dmac;
-        // SAFETY: By the type invariant the pointer is valid for writes; a whole write reads
-        // nothing of the old contents.
-        unsafe { self.0.as_ptr().write(a) };
-    }
-}
-
-/// The global route of an address vector (`struct ib_global_route`, without the core's
-/// reference to the source GID).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct GlobalRoute {
-    /// Destination GID.
-    pub dgid: [u8; 16],
-    /// IPv6 flow label.
-    pub flow_label: u32,
-    /// Index of the source GID in the port's table.
-    pub sgid_index: u8,
-    /// Hop limit / TTL.
-    pub hop_limit: u8,
-    /// Traffic class / DSCP+ECN.
-    pub traffic_class: u8,
 }

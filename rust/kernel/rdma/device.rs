@@ -31,6 +31,23 @@ use crate::{
     sync::aref::ARef,
     types::Opaque, //
 };
+c_enum! {
+    /// A legacy uverbs write() command a device may offer beyond the core's defaults
+    /// (`enum ib_uverbs_write_cmds`).
+    pub enum UverbsCmd: u32 {
+        /// Post send work requests (a user queue pair's doorbell).
+        PostSend = bindings::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_POST_SEND,
+        /// Post receive work requests.
+        PostRecv = bindings::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_POST_RECV,
+        /// Post shared receive queue work requests.
+        PostSrqRecv = bindings::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_POST_SRQ_RECV,
+        /// Poll a completion queue.
+        PollCq = bindings::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_POLL_CQ,
+        /// Arm a completion queue's notification.
+        ReqNotifyCq = bindings::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_REQ_NOTIFY_CQ,
+    }
+}
+
 use core::{
     alloc::Layout,
     marker::PhantomData,
@@ -108,7 +125,7 @@ impl<T: Driver> Device<T> {
     /// Returns the registered device of driver `T` bound to `ndev`, with a reference held.
     pub fn get_by_netdev(ndev: &NetDevice) -> Option<DeviceRef<T>> {
         // SAFETY: `ndev` is valid.
-        let ptr = unsafe { bindings::ib_device_get_by_netdev(ndev.as_raw(), T::DRIVER_ID) };
+        let ptr = unsafe { bindings::ib_device_get_by_netdev(ndev.as_raw(), T::DRIVER_ID.raw()) };
         if ptr.is_null() {
             return None;
         }
@@ -254,10 +271,10 @@ impl<T: Driver> Unregistered<T> {
         self.raw().node_type = bindings::RDMA_NODE_IB_CA as u8;
     }
 
-    /// Enables legacy uverbs write() commands, by `IB_USER_VERBS_CMD_*` number.
-    pub fn enable_uverbs_cmds(&mut self, cmds: &[u32]) {
+    /// Enables legacy uverbs write() commands.
+    pub fn enable_uverbs_cmds(&mut self, cmds: &[UverbsCmd]) {
         for c in cmds {
-            self.raw().uverbs_cmd_mask |= 1u64 << c;
+            self.raw().uverbs_cmd_mask |= 1u64 << c.raw();
         }
     }
 

@@ -23,10 +23,7 @@ use crate::{
         SpinLockIrq, //
     },
 };
-use core::{
-    mem::MaybeUninit,
-    ptr::NonNull, //
-};
+use core::ptr::NonNull;
 
 /// A pointer to a core object, sendable because the handle's lock guards every use.
 struct Live<C>(NonNull<C>);
@@ -78,7 +75,7 @@ macro_rules! handle {
             }
 
             /// Runs `f` on the object if it is still alive, with the handle's lock held.
-            fn with<R>(&self, f: impl FnOnce(*mut bindings::$c) -> R) -> Option<R> {
+            pub(crate) fn with<R>(&self, f: impl FnOnce(*mut bindings::$c) -> R) -> Option<R> {
                 let guard = self.0.ptr.lock();
                 guard.as_ref().map(|live| f(live.0.as_ptr()))
             }
@@ -250,150 +247,5 @@ impl SrqHandle {
                 )
             }
         });
-    }
-}
-
-/// A work completion as a driver records it: `struct ib_wc` without its pointers.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct WorkCompletion {
-    /// The work request's id (or, for `ib_alloc_cq` users, its `struct ib_cqe` address).
-    pub wr_id: u64,
-    /// `enum ib_wc_status`.
-    pub status: u32,
-    /// `enum ib_wc_opcode`.
-    pub opcode: u32,
-    /// Vendor error syndrome.
-    pub vendor_err: u32,
-    /// Bytes transferred (receives).
-    pub byte_len: u32,
-    /// Immediate data (network order, as received) or the invalidated R_Key.
-    pub ex: u32,
-    /// The number of the local queue pair.
-    pub qp_num: u32,
-    /// The remote queue pair (UD).
-    pub src_qp: u32,
-    /// `IB_WC_*` flags.
-    pub wc_flags: u32,
-    /// P_Key index (GSI).
-    pub pkey_index: u16,
-    /// Service level.
-    pub sl: u8,
-    /// Port number.
-    pub port_num: u8,
-    /// Source MAC address (with `IB_WC_WITH_SMAC`).
-    pub smac: [u8; 6],
-    /// VLAN id (with `IB_WC_WITH_VLAN`).
-    pub vlan_id: u16,
-    /// `enum rdma_network_type` (with `IB_WC_WITH_NETWORK_HDR_TYPE`).
-    pub network_hdr_type: u8,
-}
-
-/// The work completion array of a `poll_cq` call (`struct ib_wc wc[num_entries]`).
-///
-/// The caller's array is not initialised: the driver appends completions one by one with
-/// [`WcSink::push`], and `poll_cq` reports to the core exactly the number appended, so the
-/// core never reads an entry that was not written.
-///
-/// # Invariants
-///
-/// `slots` is the caller's array, valid for writes for `'a`; its first `filled` entries are
-/// initialised.
-pub struct WcSink<'a> {
-    slots: &'a mut [MaybeUninit<bindings::ib_wc>],
-    filled: usize,
-}
-
-impl<'a> WcSink<'a> {
-    /// Wraps the array of `len` work completions at `ptr`.
-    ///
-    /// # Safety
-    ///
-    /// `ptr` must be valid for writes of `len` entries, and not accessed otherwise, for `'a`
-    /// (it may be uninitialised).
-    pub(crate) unsafe fn from_raw(ptr: *mut bindings::ib_wc, len: usize) -> Self {
-        // INVARIANT: No entry is initialised yet.
-        Self {
-            // SAFETY: The caller guarantees validity and uniqueness for `'a`; `MaybeUninit`
-            // has the layout of its content and makes no claim about initialisation.
-            slots: unsafe { core::slice::from_raw_parts_mut(ptr.cast(), len) },
-            filled: 0,
-        }
-    }
-
-    /// Returns how many completions were appended.
-    pub fn len(&self) -> usize {
-        self.filled
-    }
-
-    /// Returns whether no completion was appended.
-    pub fn is_empty(&self) -> bool {
-        self.filled == 0
-    }
-
-    /// Returns whether the array is full.
-    pub fn is_full(&self) -> bool {
-        self.filled >= self.slots.len()
-    }
-
-    /// Appends the completion `c` of the queue pair `qp` (`None` if it no longer exists).
-    ///
-    /// Fails with `ENOSPC` if the array is full.
-    pub fn push(&mut self, c: &WorkCompletion, qp: Option<&QpHandle>) -> Result {
-        let slot = self.slots.get_mut(self.filled).ok_or(ENOSPC)?;
-        let mut w: bindings::ib_wc = pin_init::zeroed();
-        w.__bindgen_anon_1.wr_id = c.wr_id;
-        w.status = c.status;
-        w.opcode = c.opcode;
-        w.vendor_err = c.vendor_err;
-        w.byte_len = c.byte_len;
-        // A destroyed queue pair is reported as none rather than as a dangling pointer.
-        w.qp = qp
-            .and_then(|h| h.with(|p| p))
-            .unwrap_or(core::ptr::null_mut());
-        w.ex.imm_data = c.ex;
-        w.src_qp = c.src_qp;
-        w.wc_flags = c.wc_flags as i32;
-        w.pkey_index = c.pkey_index;
-        w.sl = c.sl;
-        w.port_num = u32::from(c.port_num);
-        w.smac = c.smac;
-        w.vlan_id = c.vlan_id;
-        w.network_hdr_type = c.network_hdr_type;
-        slot.write(w);
-        // INVARIANT: Entry `filled` was just written.
-        self.filled += 1;
-        Ok(())
-    }
-}
-
-#[cfg(CONFIG_KUNIT = "y")]
-#[macros::kunit_tests(rust_kernel_rdma_wc_sink)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn reports_only_what_was_written() -> Result {
-        let mut slots = [const { MaybeUninit::<bindings::ib_wc>::uninit() }; 2];
-        // SAFETY: The array is valid for writes of two entries and only used through the sink.
-        let mut sink = unsafe { WcSink::from_raw(slots.as_mut_ptr().cast(), slots.len()) };
-        assert!(sink.is_empty());
-        let c = WorkCompletion {
-            wr_id: 7,
-            ..Default::default()
-        };
-        sink.push(&c, None)?;
-        assert_eq!(sink.len(), 1);
-        assert!(!sink.is_full());
-        sink.push(&c, None)?;
-        assert!(sink.is_full());
-        // A full sink refuses more, and its count stays the number of entries written.
-        assert!(sink.push(&c, None).is_err());
-        assert_eq!(sink.len(), 2);
-        // SAFETY: The sink wrote both entries.
-        let first = unsafe { slots[0].assume_init_ref() };
-        // SAFETY: `wr_id` is the union member the sink wrote.
-        assert_eq!(unsafe { first.__bindgen_anon_1.wr_id }, 7);
-        assert!(first.qp.is_null());
-        Ok(())
     }
 }

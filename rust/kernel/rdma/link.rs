@@ -203,7 +203,7 @@ impl<L: LinkOps> PinnedDrop for LinkRegistration<L> {
         let found = Self::find_devices();
         if found.missed {
             // SAFETY: FFI call; it waits until every device with the driver's id is freed.
-            unsafe { bindings::ib_unregister_driver(L::Driver::DRIVER_ID) };
+            unsafe { bindings::ib_unregister_driver(L::Driver::DRIVER_ID.raw()) };
         }
         for dev in found.devs {
             // SAFETY: `find_devices` took a registration reference on `dev`, which this gives

@@ -14,7 +14,7 @@ use crate::{
     prelude::*,
     rdma::{
         driver::Driver,
-        object::UContext, //
+        ucontext::UContext, //
     },
     sync::{
         Arc,

@@ -8,7 +8,7 @@ use crate::{
     prelude::*,
     rdma::{
         driver::Driver,
-        object::UContext, //
+        ucontext::UContext, //
     },
 };
 use core::marker::PhantomData;

@@ -13,7 +13,11 @@ use crate::{
     prelude::*,
     rdma::{
         device::Device,
-        driver::Driver, //
+        driver::Driver,
+        mr::{
+            AccessFlags,
+            ReregFlags, //
+        },
     },
 };
 use core::ptr::NonNull;
@@ -35,7 +39,12 @@ impl Umem {
     /// (`IB_ACCESS_*`; writable access pins the pages for writing).
     ///
     /// Fails with `EFAULT` for memory the process has not mapped.
-    pub fn get<T: Driver>(dev: &Device<T>, addr: u64, len: u64, access: u32) -> Result<Self> {
+    pub fn get<T: Driver>(
+        dev: &Device<T>,
+        addr: u64,
+        len: u64,
+        access: AccessFlags,
+    ) -> Result<Self> {
         let addr = usize::try_from(addr).map_err(|_| EINVAL)?;
         let len = usize::try_from(len).map_err(|_| EINVAL)?;
         // SAFETY: The device is valid; a null bundle makes the core use `addr` in the
@@ -47,7 +56,7 @@ impl Umem {
                 0,
                 addr as u64,
                 len,
-                access as c_int,
+                access.bits() as c_int,
             )
         })?;
         // INVARIANT: A successful `ib_umem_get_*` returns an owned umem.
@@ -78,10 +87,14 @@ impl Umem {
     /// `flags` (`IB_MR_REREG_*`) while keeping these pages (`ib_umem_check_rereg`).
     ///
     /// Fails with `EACCES` if a writable access is asked for pages pinned read-only.
-    pub fn check_rereg(&self, flags: u32, access: u32) -> Result {
+    pub fn check_rereg(&self, flags: ReregFlags, access: AccessFlags) -> Result {
         // SAFETY: The umem is valid; the call only reads it.
         to_result(unsafe {
-            bindings::ib_umem_check_rereg(self.0.as_ptr(), flags as c_int, access as c_int)
+            bindings::ib_umem_check_rereg(
+                self.0.as_ptr(),
+                flags.bits() as c_int,
+                access.bits() as c_int,
+            )
         })
     }
 

@@ -6,7 +6,7 @@
 //! profile of the link (drop, duplicate, corrupt, delay and the reordering
 //! that jitter causes, a blackhole period), the retry counts and a random
 //! workload of every opcode the QP type allows, posted from both ends. The
-//! two endpoints run the real [`Qp`] state machines; every packet is built,
+//! two endpoints run the real [`QpTransport`] state machines; every packet is built,
 //! given an ICRC over IPv4 and UDP headers, and parsed and verified again at
 //! the receiver. Time is virtual. After the run [`run`] checks what the
 //! transport promises (see [`Scenario`]) and returns a report or the first
@@ -44,7 +44,7 @@ use crate::roce::io::{
     Destination,
     Instant,
     Output,
-    RecvWr,
+    RecvSlot,
     TimerId,
     WcOpcode,
     WcStatus,
@@ -63,9 +63,9 @@ use crate::roce::opcode::QpType;
 use crate::roce::packet;
 use crate::roce::psn::Psn;
 use crate::roce::qp::{
-    Qp,
     QpConfig,
-    QpState, //
+    QpTransport,
+    TransportState, //
 };
 use crate::roce::requester::SendWr;
 use crate::roce::responder::GRH_LEN;
@@ -503,7 +503,7 @@ struct SimIo {
     outbox: Vec<Vec<u8>>,
     completions: Vec<Completion>,
     events: Vec<AsyncEvent>,
-    recv_queue: VecDeque<RecvWr>,
+    recv_queue: VecDeque<RecvSlot>,
     timers: BTreeMap<TimerId, u64>,
     new_timers: Vec<(TimerId, u64)>,
     counters: BTreeMap<Counter, u64>,
@@ -514,7 +514,7 @@ struct SimIo {
     violation: Option<String>,
     tx_rng: Rng,
     tx_full_ppm: u32,
-    /// A transmit buffer was refused: call `Qp::run` when there is room.
+    /// A transmit buffer was refused: call `QpTransport::run` when there is room.
     tx_blocked: bool,
 }
 
@@ -558,7 +558,7 @@ impl Output for SimIo {
         self.events.push(event);
     }
 
-    fn take_recv(&mut self) -> Option<RecvWr> {
+    fn take_recv(&mut self) -> Option<RecvSlot> {
         self.recv_queue.pop_front()
     }
 
@@ -632,14 +632,14 @@ struct Op {
 }
 
 struct Endpoint {
-    qp: Qp<SQ_DEPTH, RESOURCES>,
+    qp: QpTransport<SQ_DEPTH, RESOURCES>,
     mem: SimMem,
     io: SimIo,
     qpn: u32,
     ops: Vec<Op>,
     next_op: usize,
     /// Receive WQEs not yet posted (posted at `recv_delay_ns`).
-    pending_recvs: Vec<RecvWr>,
+    pending_recvs: Vec<RecvSlot>,
     recv_posted: usize,
 }
 
@@ -1092,7 +1092,7 @@ pub fn run_scenario(sc: &Scenario) -> Result<Report, String> {
         for i in 0..nrecv {
             let off = RECV_OFF + i * RECV_BUF;
             recv.insert(i as u32, split_sges(&mut r, bases[me], off, RECV_BUF));
-            pending_recvs.push(RecvWr {
+            pending_recvs.push(RecvSlot {
                 wr_id: (1 << 40) | ((me as u64) << 32) | i as u64,
                 slot: i as u32,
                 length: RECV_BUF as u32,
@@ -1100,7 +1100,7 @@ pub fn run_scenario(sc: &Scenario) -> Result<Report, String> {
         }
         pending_recvs.reverse();
         eps.push(Endpoint {
-            qp: Qp::new(&cfg).map_err(|e| format!("config: {e:?}"))?,
+            qp: QpTransport::new(&cfg).map_err(|e| format!("config: {e:?}"))?,
             mem: SimMem {
                 bytes: core::mem::take(&mut mems[me]),
                 base: bases[me],
@@ -1330,7 +1330,7 @@ pub fn run_scenario(sc: &Scenario) -> Result<Report, String> {
         report.out_of_sequence += n(Counter::OutOfSequence);
         report.completions += ep.io.completions.len() as u64;
     }
-    report.error = eps.iter().any(|ep| ep.qp.state() == QpState::Error);
+    report.error = eps.iter().any(|ep| ep.qp.state() == TransportState::Error);
     check(sc, &eps, &all_recvs, &models, &initials, &report)?;
     Ok(report)
 }

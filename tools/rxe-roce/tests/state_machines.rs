@@ -20,7 +20,7 @@ use rxe_roce::roce::io::{
     Destination,
     Instant,
     Output,
-    RecvWr,
+    RecvSlot,
     TimerId,
     WcOpcode,
     WcStatus,
@@ -41,9 +41,9 @@ use rxe_roce::roce::opcode::{
 use rxe_roce::roce::packet::Packet;
 use rxe_roce::roce::psn::Psn;
 use rxe_roce::roce::qp::{
-    Qp,
     QpConfig,
-    QpState, //
+    QpTransport,
+    TransportState, //
 };
 use rxe_roce::roce::requester::SendWr;
 use rxe_roce::roce::timer::{
@@ -152,7 +152,7 @@ struct Io {
     sent: VecDeque<Vec<u8>>,
     done: Vec<Completion>,
     events: Vec<AsyncEvent>,
-    recvs: VecDeque<RecvWr>,
+    recvs: VecDeque<RecvSlot>,
     timers: BTreeMap<TimerId, u64>,
     counters: Vec<Counter>,
 }
@@ -183,7 +183,7 @@ impl Output for Io {
     fn async_event(&mut self, e: AsyncEvent) {
         self.events.push(e);
     }
-    fn take_recv(&mut self) -> Option<RecvWr> {
+    fn take_recv(&mut self) -> Option<RecvSlot> {
         self.recvs.pop_front()
     }
     fn count(&mut self, c: Counter) {
@@ -192,7 +192,7 @@ impl Output for Io {
 }
 
 struct End {
-    qp: Qp<8, 4>,
+    qp: QpTransport<8, 4>,
     mem: Mem,
     io: Io,
 }
@@ -207,7 +207,7 @@ impl End {
     }
 
     fn post_recv(&mut self, slot: u32) {
-        self.io.recvs.push_back(RecvWr {
+        self.io.recvs.push_back(RecvSlot {
             wr_id: 100 + u64::from(slot),
             slot,
             length: SLOT as u32,
@@ -269,7 +269,7 @@ fn pair_with(qp_type: QpType, retry_cnt: u8, rnr_retry: u8, srq: bool) -> (End, 
             srq,
         };
         End {
-            qp: Qp::new(&cfg).unwrap(),
+            qp: QpTransport::new(&cfg).unwrap(),
             mem: Mem::new(),
             io: Io::default(),
         }
@@ -512,7 +512,7 @@ fn rnr_retry_count_runs_out() {
         loop {
             b.deliver(&a.take_sent());
             a.deliver(&b.take_sent());
-            if a.qp.state() == QpState::Error {
+            if a.qp.state() == TransportState::Error {
                 break;
             }
             a.fire(TimerId::RnrRetry);
@@ -540,7 +540,7 @@ fn timeout_retry_count_is_the_ibta_count() {
             10,
         ));
         let mut sends = 0;
-        while a.qp.state() != QpState::Error {
+        while a.qp.state() != TransportState::Error {
             sends += 1;
             assert_eq!(a.take_sent().len(), 2);
             a.fire(TimerId::Retransmit);
@@ -595,7 +595,7 @@ fn bad_rkey_naks_with_remote_access_error() {
         ]
     );
     assert_eq!(b.io.events, [AsyncEvent::AccessError]);
-    assert_eq!(b.qp.state(), QpState::Error);
+    assert_eq!(b.qp.state(), TransportState::Error);
     assert_eq!(
         b.io.done[0].status,
         WcStatus::WrFlushErr,
@@ -847,7 +847,7 @@ fn reth_dma_len_over_2_pow_31_naks_invalid_request() {
         )]
     );
     assert_eq!(b.io.events, [AsyncEvent::RequestError]);
-    assert_eq!(b.qp.state(), QpState::Error);
+    assert_eq!(b.qp.state(), TransportState::Error);
 
     let (mut a, mut b) = pair(QpType::Rc, 7, 7);
     let resp = read_request_of(&mut a, &mut b, (1 << 31) + 1);

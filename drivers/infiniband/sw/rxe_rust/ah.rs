@@ -16,13 +16,15 @@ use crate::{
 use kernel::{
     prelude::*,
     rdma::{
-        attr::{
+        ah::{
+            Ah,
             AhAttr,
             AhAttrSink,
+            AhOps,
             GlobalRoute, //
         },
         device::Device,
-        object::Pd,
+        pd::Pd,
         udata::UData, //
     },
     sync::Arc,
@@ -69,14 +71,17 @@ struct CreateAhResp {
 }
 
 /// An address handle.
-pub(crate) struct Ah {
+pub(crate) struct RxeAh {
     av: Arc<Av>,
     _num: Index<Av>,
 }
 
-impl Ah {
+#[vtable]
+impl AhOps for RxeAh {
+    type Driver = Rxe;
+
     /// Creates a handle for `attr` on `dev`.
-    pub(crate) fn new(
+    fn create(
         dev: &Device<Rxe>,
         pd: &Pd<Rxe>,
         attr: &AhAttr,
@@ -116,8 +121,9 @@ impl Ah {
     }
 
     /// Reports the address vector.
-    pub(crate) fn query(&self, attr: &mut AhAttrSink<'_>) {
-        let av = &self.av;
+    fn query(ah: &Ah<Rxe>, attr: &mut AhAttrSink<'_>) -> Result {
+        let av = &ah.av;
         attr.set_roce(&av.grh, av.dmac, av.port_num, av.sl);
+        Ok(())
     }
 }

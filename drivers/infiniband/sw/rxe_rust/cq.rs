@@ -19,26 +19,37 @@ use crate::{
     Rxe, //
 };
 use kernel::{
-    bindings, new_spinlock_irq,
+    new_spinlock_irq,
     prelude::*,
     rdma::{
         code,
+        cq::{
+            Cq,
+            CqInitAttr,
+            CqNotifyFlags,
+            CqOps,
+            NewCq,
+            WcFlags,
+            WcOpcode,
+            WcSink,
+            WcStatus,
+            WorkCompletion,
+            WC_SIZE, //
+        },
         device::Device,
-        driver::CqInitAttr,
         event::{
             CqEvent,
             CqHandle,
-            QpHandle,
-            WcSink,
-            WorkCompletion, //
+            QpHandle, //
         },
-        object::UContext,
+        ucontext::UContext,
         udata::UData, //
     },
     sync::{
         Arc,
         SpinLockIrq, //
     },
+    uapi,
 };
 use zerocopy_derive::{
     FromBytes,
@@ -49,8 +60,8 @@ use zerocopy_derive::{
 /// The size of one completion in the ring: `struct rxe_cqe`, the union of the kernel's and
 /// the user ABI's work completion.
 pub(crate) const CQE_SIZE: usize = {
-    let k = core::mem::size_of::<bindings::ib_wc>();
-    let u = core::mem::size_of::<bindings::ib_uverbs_wc>();
+    let k = WC_SIZE;
+    let u = core::mem::size_of::<uapi::ib_uverbs_wc>();
     if k > u {
         k
     } else {
@@ -85,7 +96,7 @@ struct Cqe {
 }
 
 const _: () = assert!(
-    core::mem::size_of::<bindings::ib_uverbs_wc>() == 48
+    core::mem::size_of::<uapi::ib_uverbs_wc>() == 48
         && core::mem::offset_of!(Cqe, smac) == 48
         && core::mem::size_of::<Cqe>() <= CQE_SIZE
 );
@@ -97,6 +108,9 @@ macro_rules! cqe_fields {
             fn from(c: &WorkCompletion) -> Self {
                 Self {
                     $($f: c.$f,)*
+                    status: c.status.raw(),
+                    opcode: c.opcode.raw(),
+                    wc_flags: c.wc_flags.bits(),
                     ..Default::default()
                 }
             }
@@ -104,7 +118,13 @@ macro_rules! cqe_fields {
 
         impl From<&Cqe> for WorkCompletion {
             fn from(c: &Cqe) -> Self {
-                Self { $($f: c.$f,)* }
+                Self {
+                    $($f: c.$f,)*
+                    // Only the kernel writes a kernel queue's ring, with known values.
+                    status: WcStatus::from_raw(c.status).unwrap_or(WcStatus::GeneralErr),
+                    opcode: WcOpcode::from_raw(c.opcode).unwrap_or_default(),
+                    wc_flags: WcFlags::from_bits_retain(c.wc_flags),
+                }
             }
         }
     };
@@ -112,14 +132,11 @@ macro_rules! cqe_fields {
 
 cqe_fields!(
     wr_id,
-    status,
-    opcode,
     vendor_err,
     byte_len,
     ex,
     qp_num,
     src_qp,
-    wc_flags,
     pkey_index,
     sl,
     port_num,
@@ -176,7 +193,7 @@ struct KernelReader {
 struct CqInner {
     ring: CqRing,
     /// Armed notification: `IB_CQ_SOLICITED` and/or `IB_CQ_NEXT_COMP`.
-    notify: u32,
+    notify: CqNotifyFlags,
     /// For a kernel queue, the consumer's side.
     reader: Option<KernelReader>,
 }
@@ -192,7 +209,7 @@ pub(crate) struct CqCore {
 }
 
 /// A completion queue.
-pub(crate) struct Cq {
+pub(crate) struct RxeCq {
     core: Arc<CqCore>,
     _count: ObjectCount,
 }
@@ -206,14 +223,44 @@ fn check_cqe(cqe: u32) -> Result {
     Ok(())
 }
 
-impl Cq {
-    /// Creates a completion queue on `dev` for at least `attr.cqe` completions.
-    pub(crate) fn new(
+#[vtable]
+impl CqOps for RxeCq {
+    type Driver = Rxe;
+
+    fn create(
         dev: &Device<Rxe>,
         attr: &CqInitAttr,
         handle: CqHandle,
         udata: &mut UData<'_, Rxe>,
-    ) -> Result<(impl PinInit<Self, Error>, u32)> {
+    ) -> Result<NewCq<impl PinInit<Self, Error>>> {
+        Self::new(dev, attr, handle, udata)
+    }
+
+    fn resize(cq: &Cq<Rxe>, cqe: u32, udata: &mut UData<'_, Rxe>) -> Result<u32> {
+        cq.resize(cqe, udata)
+    }
+
+    fn req_notify(cq: &Cq<Rxe>, flags: CqNotifyFlags) -> Result<bool> {
+        cq.req_notify(flags)
+    }
+
+    fn poll(cq: &Cq<Rxe>, wc: &mut WcSink<'_>) -> Result {
+        cq.poll(wc)
+    }
+
+    fn peek(cq: &Cq<Rxe>, max: u32) -> u32 {
+        cq.peek(max)
+    }
+}
+
+impl RxeCq {
+    /// Creates a completion queue on `dev` for at least `attr.cqe` completions.
+    fn new(
+        dev: &Device<Rxe>,
+        attr: &CqInitAttr,
+        handle: CqHandle,
+        udata: &mut UData<'_, Rxe>,
+    ) -> Result<NewCq<impl PinInit<Self, Error>>> {
         let ctx = udata.ucontext();
         if ctx.is_some() && udata.outlen() < core::mem::size_of::<CqResp>() {
             pr_debug!("create_cq response too small ({})\n", udata.outlen());
@@ -244,20 +291,20 @@ impl Cq {
             try_pin_init!(CqCore {
                 inner <- new_spinlock_irq!(CqInner {
                     ring,
-                    notify: 0,
+                    notify: CqNotifyFlags::empty(),
                     reader,
                 }),
                 handle,
             }),
             GFP_KERNEL,
         )?;
-        Ok((
-            try_init!(Self {
+        Ok(NewCq {
+            init: try_init!(Self {
                 core,
                 _count: count,
             }),
             cqe,
-        ))
+        })
     }
 
     /// Returns the part of the queue its queue pairs share.
@@ -266,7 +313,7 @@ impl Cq {
     }
 
     /// Resizes the queue to hold at least `cqe` completions, keeping those not yet polled.
-    pub(crate) fn resize(&self, cqe: u32, udata: &mut UData<'_, Rxe>) -> Result<u32> {
+    fn resize(&self, cqe: u32, udata: &mut UData<'_, Rxe>) -> Result<u32> {
         check_cqe(cqe)?;
         let ctx = udata.ucontext().ok_or(EINVAL)?;
         if udata.outlen() < core::mem::size_of::<CqResp>() {
@@ -304,15 +351,15 @@ impl Cq {
 
     /// Arms the notification; returns whether completions already wait when asked to report
     /// missed events.
-    pub(crate) fn req_notify(&self, flags: u32) -> Result<bool> {
+    fn req_notify(&self, flags: CqNotifyFlags) -> Result<bool> {
         let mut inner = self.core.inner.lock();
-        inner.notify |= flags & bindings::ib_cq_notify_flags_IB_CQ_SOLICITED_MASK;
-        let report = flags & bindings::ib_cq_notify_flags_IB_CQ_REPORT_MISSED_EVENTS != 0;
+        inner.notify |= flags & CqNotifyFlags::ARM_MASK;
+        let report = flags.contains(CqNotifyFlags::REPORT_MISSED_EVENTS);
         Ok(report && inner.ring.producer.count()? > 0)
     }
 
     /// Moves completions of a kernel queue into `out`, until it is full or the queue empty.
-    pub(crate) fn poll(&self, out: &mut WcSink<'_>) -> Result {
+    fn poll(&self, out: &mut WcSink<'_>) -> Result {
         let mut inner = self.core.inner.lock();
         let reader = inner.reader.as_mut().ok_or(EINVAL)?;
         let mut cqe = Cqe::default();
@@ -328,7 +375,7 @@ impl Cq {
     }
 
     /// Returns how many completions (at most `max`) wait in a kernel queue.
-    pub(crate) fn peek(&self, max: u32) -> u32 {
+    fn peek(&self, max: u32) -> u32 {
         let inner = self.core.inner.lock();
         inner.ring.producer.count().unwrap_or(0).min(max)
     }
@@ -359,10 +406,10 @@ impl CqCore {
                 *entry = Some(qp.clone());
             }
             let armed = inner.notify;
-            let fire = armed & bindings::ib_cq_notify_flags_IB_CQ_NEXT_COMP != 0
-                || (solicited && armed & bindings::ib_cq_notify_flags_IB_CQ_SOLICITED != 0);
+            let fire = armed.contains(CqNotifyFlags::NEXT_COMP)
+                || (solicited && armed.contains(CqNotifyFlags::SOLICITED));
             if fire {
-                inner.notify = 0;
+                inner.notify = CqNotifyFlags::empty();
             }
             fire
         };

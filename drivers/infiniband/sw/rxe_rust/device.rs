@@ -214,7 +214,7 @@ impl RxeDev {
             ndev,
             guid: eui,
             sys_image_guid: AtomicU64::new(guid_be(eui)),
-            port_cap_flags: AtomicU32::new(param::PORT_CAP_FLAGS),
+            port_cap_flags: AtomicU32::new(param::PORT_CAP_FLAGS.bits()),
             qkey_violations: AtomicU32::new(0),
             counters,
             worker,

@@ -11,7 +11,7 @@
 use crate::{
     device::RxeDev,
     param,
-    qp::Qp, //
+    qp::RxeQp, //
 };
 use core::sync::atomic::Ordering::Relaxed;
 use kernel::prelude::*;
@@ -49,7 +49,7 @@ impl McastTable {
 }
 
 /// Attaches `qp` to the group `mgid` of `dev`, creating the group if needed.
-pub(crate) fn attach(dev: &RxeDev, qp: &Qp, mgid: &[u8; 16]) -> Result {
+pub(crate) fn attach(dev: &RxeDev, qp: &RxeQp, mgid: &[u8; 16]) -> Result {
     let qpn = qp.number();
     let mut t = dev.mcast.lock();
     let pos = match t.groups.iter().position(|g| &g.mgid == mgid) {
@@ -99,7 +99,7 @@ pub(crate) fn attach(dev: &RxeDev, qp: &Qp, mgid: &[u8; 16]) -> Result {
 }
 
 /// Detaches `qp` from the group `mgid` of `dev`; the last queue pair takes the group along.
-pub(crate) fn detach(dev: &RxeDev, qp: &Qp, mgid: &[u8; 16]) -> Result {
+pub(crate) fn detach(dev: &RxeDev, qp: &RxeQp, mgid: &[u8; 16]) -> Result {
     let qpn = qp.number();
     let mut t = dev.mcast.lock();
     let pos = t

@@ -24,12 +24,20 @@ use core::sync::atomic::{
     Ordering::Relaxed, //
 };
 use kernel::{
-    bindings, new_spinlock_irq,
+    new_spinlock_irq,
     page::PAGE_SIZE,
     prelude::*,
     rdma::{
         code,
-        object::Pd,
+        mr::{
+            AccessFlags,
+            Mr,
+            MrOps,
+            MrType,
+            NewMr,
+            ReregFlags, //
+        },
+        pd::Pd,
         udata::UData,
         umem::Umem, //
     },
@@ -40,11 +48,11 @@ use kernel::{
 };
 
 /// Checks requested access rights (`RXE_ACCESS_SUPPORTED_MR`, no on-demand paging).
-fn check_access(access: u32) -> Result {
-    if access & !param::ACCESS_SUPPORTED_MR != 0
-        || access & bindings::ib_access_flags_IB_ACCESS_ON_DEMAND != 0
+fn check_access(access: AccessFlags) -> Result {
+    if !access.difference(param::ACCESS_SUPPORTED_MR).is_empty()
+        || access.contains(AccessFlags::ON_DEMAND)
     {
-        pr_debug!("unsupported access flags {:#x}\n", access);
+        pr_debug!("unsupported access flags {:#x}\n", access.bits());
         return Err(code::eopnotsupp());
     }
     Ok(())
@@ -151,7 +159,7 @@ enum Memory {
 }
 
 /// A memory region.
-pub(crate) struct Mr {
+pub(crate) struct RxeMr {
     shared: Arc<MrShared>,
     _index: Index<MrShared>,
     _count: ObjectCount,
@@ -159,10 +167,10 @@ pub(crate) struct Mr {
 
 impl MrShared {
     /// Describes a valid region of domain `pd` (its address) over `memory`.
-    fn new(access: u32, pd: usize, iova: u64, length: u64, memory: Memory) -> Self {
+    fn new(access: AccessFlags, pd: usize, iova: u64, length: u64, memory: Memory) -> Self {
         Self {
             key: AtomicU32::new(0),
-            access: AtomicU32::new(access),
+            access: AtomicU32::new(access.bits()),
             pd: AtomicUsize::new(pd),
             iova,
             length,
@@ -191,7 +199,7 @@ impl MrShared {
 }
 
 /// Registers `shared`, a region of `pd`; returns it with its key (L_Key = R_Key).
-fn register(pd: &Pd<Rxe>, shared: MrShared) -> Result<(Mr, u32, u32)> {
+fn register(pd: &Pd<Rxe>, shared: MrShared) -> Result<NewMr<RxeMr>> {
     let dev = pd.device();
     let count = dev.mrs.take()?;
     let shared = Arc::new(shared, GFP_KERNEL)?;
@@ -200,29 +208,32 @@ fn register(pd: &Pd<Rxe>, shared: MrShared) -> Result<(Mr, u32, u32)> {
     kernel::random::fill_bytes(&mut b);
     let k = key(index.get(), b[0]);
     shared.key.store(k, Relaxed);
-    Ok((
-        Mr {
+    Ok(NewMr {
+        data: RxeMr {
             shared,
             _index: index,
             _count: count,
         },
-        k,
-        k,
-    ))
+        lkey: k,
+        rkey: k,
+    })
 }
 
-impl Mr {
+#[vtable]
+impl MrOps for RxeMr {
+    type Driver = Rxe;
+
     /// Registers `len` bytes at `start` of the calling process for `access`.
     ///
     /// Returns the region with its L_Key and R_Key (equal, as for the C driver).
-    pub(crate) fn new_user(
+    fn reg_user(
         pd: &Pd<Rxe>,
         start: u64,
         len: u64,
         iova: u64,
-        access: u32,
+        access: AccessFlags,
         udata: &mut UData<'_, Rxe>,
-    ) -> Result<(Self, u32, u32)> {
+    ) -> Result<NewMr<Self>> {
         udata.check_in_empty()?;
         check_access(access)?;
         // Pins the pages: fails with EFAULT for memory the process has not mapped.
@@ -235,15 +246,15 @@ impl Mr {
     }
 
     /// Creates the region over all of kernel memory that `ib_alloc_pd` asks for.
-    pub(crate) fn new_dma(pd: &Pd<Rxe>, access: u32) -> Result<(Self, u32, u32)> {
+    fn get_dma(pd: &Pd<Rxe>, access: AccessFlags) -> Result<NewMr<Self>> {
         let pd_id = pd.as_raw() as usize;
         register(pd, MrShared::new(access, pd_id, 0, u64::MAX, Memory::Dma))
     }
 
     /// Creates a fast-registration region for up to `max_pages` pages (`alloc_mr`).
-    pub(crate) fn new_fast(pd: &Pd<Rxe>, mr_type: u32, max_pages: u32) -> Result<(Self, u32, u32)> {
-        if mr_type != bindings::ib_mr_type_IB_MR_TYPE_MEM_REG {
-            pr_debug!("MR type {} not supported\n", mr_type);
+    fn alloc(pd: &Pd<Rxe>, mr_type: MrType, max_pages: u32) -> Result<NewMr<Self>> {
+        if mr_type != MrType::MemReg {
+            pr_debug!("MR type {:?} not supported\n", mr_type);
             return Err(EINVAL);
         }
         if max_pages > param::MAX_FAST_REG_PAGE_LIST_LEN {
@@ -253,6 +264,43 @@ impl Mr {
         register(pd, MrShared::new_fast(pd.as_raw() as usize, max_pages)?)
     }
 
+    fn map_sg_start(mr: &Mr<Rxe>) -> Result {
+        mr.map_start(mr.page_size())
+    }
+
+    fn map_sg_page(mr: &Mr<Rxe>, addr: u64) -> Result {
+        mr.map_page(addr)
+    }
+
+    /// Changes the domain to `pd` and/or the access rights in place (`rereg_user_mr`).
+    ///
+    /// Only these two are supported, as by the C driver; a new address range is refused, and
+    /// so is a writable access to pages pinned read-only (`EACCES`, `ib_umem_check_rereg`).
+    fn rereg_user(mr: &Mr<Rxe>, flags: ReregFlags, access: AccessFlags, pd: &Pd<Rxe>) -> Result {
+        if !flags
+            .difference(ReregFlags::PD | ReregFlags::ACCESS)
+            .is_empty()
+        {
+            return Err(code::eopnotsupp());
+        }
+        if let Memory::User { umem } = &mr.shared.memory {
+            umem.check_rereg(flags, access)?;
+        }
+        let new_access = flags.contains(ReregFlags::ACCESS);
+        if new_access {
+            check_access(access)?;
+        }
+        if flags.contains(ReregFlags::PD) {
+            mr.shared.pd.store(pd.as_raw() as usize, Relaxed);
+        }
+        if new_access {
+            mr.shared.access.store(access.bits(), Relaxed);
+        }
+        Ok(())
+    }
+}
+
+impl RxeMr {
     /// Returns the page list of a fast-registration region.
     fn page_list(&self) -> Result<&SpinLockIrq<PageList>> {
         match &self.shared.memory {
@@ -262,7 +310,7 @@ impl Mr {
     }
 
     /// Starts `map_mr_sg` with the consumer's page size: forgets the old pages.
-    pub(crate) fn map_start(&self, page_size: u32) -> Result {
+    fn map_start(&self, page_size: u32) -> Result {
         // The data path splits the region at both sizes: one must divide the other.
         let ps = page_size as usize;
         if ps == 0 || !(ps % PAGE_SIZE == 0 || PAGE_SIZE % ps == 0) {
@@ -280,37 +328,9 @@ impl Mr {
     }
 
     /// Appends a page during `map_mr_sg`; `ENOMEM` past the region's size, as in C.
-    pub(crate) fn map_page(&self, addr: u64) -> Result {
+    fn map_page(&self, addr: u64) -> Result {
         let mut list = self.page_list()?.lock();
         list.pages.push_within_capacity(addr).map_err(|_| ENOMEM)
-    }
-}
-
-impl Mr {
-    /// Changes the domain to `pd` and/or the access rights in place (`rereg_user_mr`).
-    ///
-    /// Only these two are supported, as by the C driver; a new address range is refused, and
-    /// so is a writable access to pages pinned read-only (`EACCES`, `ib_umem_check_rereg`).
-    pub(crate) fn rereg(&self, flags: u32, access: u32, pd: &Pd<Rxe>) -> Result {
-        let supported = bindings::ib_mr_rereg_flags_IB_MR_REREG_PD
-            | bindings::ib_mr_rereg_flags_IB_MR_REREG_ACCESS;
-        if flags & !supported != 0 {
-            return Err(code::eopnotsupp());
-        }
-        if let Memory::User { umem } = &self.shared.memory {
-            umem.check_rereg(flags, access)?;
-        }
-        let new_access = flags & bindings::ib_mr_rereg_flags_IB_MR_REREG_ACCESS != 0;
-        if new_access {
-            check_access(access)?;
-        }
-        if flags & bindings::ib_mr_rereg_flags_IB_MR_REREG_PD != 0 {
-            self.shared.pd.store(pd.as_raw() as usize, Relaxed);
-        }
-        if new_access {
-            self.shared.access.store(access, Relaxed);
-        }
-        Ok(())
     }
 }
 

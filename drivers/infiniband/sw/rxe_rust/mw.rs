@@ -12,10 +12,14 @@ use crate::{
     Rxe, //
 };
 use kernel::{
-    bindings,
     prelude::*,
     rdma::{
         device::Device,
+        mw::{
+            MwOps,
+            MwType,
+            NewMw, //
+        },
         udata::UData, //
     },
     sync::Arc,
@@ -23,12 +27,12 @@ use kernel::{
 
 /// What the data path will need to find by R_Key index.
 pub(crate) struct MwShared {
-    /// `IB_MW_TYPE_1` or `IB_MW_TYPE_2`.
+    /// Type 1 or type 2.
     #[expect(
         dead_code,
         reason = "the data path (next step) binds and checks windows"
     )]
-    pub(crate) mw_type: u32,
+    pub(crate) mw_type: MwType,
 }
 
 /// The device's memory window indices (above those of memory regions).
@@ -40,36 +44,34 @@ pub(crate) fn new_mw_table() -> Result<Arc<MwTable>> {
 }
 
 /// A memory window.
-pub(crate) struct Mw {
+pub(crate) struct RxeMw {
     _index: Index<MwShared>,
     _count: ObjectCount,
 }
 
-impl Mw {
-    /// Creates a window of `mw_type` on `dev`; returns it with its R_Key.
-    pub(crate) fn new(
+#[vtable]
+impl MwOps for RxeMw {
+    type Driver = Rxe;
+
+    /// Creates a window of `mw_type` on `dev`.
+    fn alloc(
         dev: &Device<Rxe>,
-        mw_type: u32,
+        mw_type: MwType,
         udata: &mut UData<'_, Rxe>,
-    ) -> Result<(Self, u32)> {
+    ) -> Result<NewMw<Self>> {
         udata.check_in_empty()?;
-        if mw_type != bindings::ib_mw_type_IB_MW_TYPE_1
-            && mw_type != bindings::ib_mw_type_IB_MW_TYPE_2
-        {
-            return Err(EINVAL);
-        }
         let count = dev.mws.take()?;
         let index = dev
             .mw_table
             .insert(Arc::new(MwShared { mw_type }, GFP_KERNEL)?, GFP_KERNEL)?;
         let rkey = key(index.get(), random_key_byte());
-        Ok((
-            Self {
+        Ok(NewMw {
+            data: Self {
                 _index: index,
                 _count: count,
             },
             rkey,
-        ))
+        })
     }
 }
 

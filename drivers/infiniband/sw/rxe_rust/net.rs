@@ -13,7 +13,6 @@ use crate::{
     Rxe, //
 };
 use kernel::{
-    bindings,
     net::{
         device::NetDevice,
         notifier::{
@@ -29,7 +28,10 @@ use kernel::{
     },
     prelude::*,
     rdma::{
-        device::Unregistered,
+        device::{
+            Unregistered,
+            UverbsCmd, //
+        },
         link::{
             LinkOps,
             LinkSlot, //
@@ -39,7 +41,7 @@ use kernel::{
 };
 
 /// The RoCEv2 UDP destination port (IANA).
-pub(crate) const ROCE_V2_UDP_DPORT: u16 = bindings::ROCE_V2_UDP_DPORT as u16;
+pub(crate) const ROCE_V2_UDP_DPORT: u16 = kernel::rdma::ROCE_V2_UDP_DPORT;
 
 /// A device's reference on the port 4791 sockets of its namespace.
 pub(crate) type RoceSockets = SharedSocketsRef<RoceRecv>;
@@ -104,10 +106,7 @@ impl LinkOps for RxeLink {
         dev.set_phys_port_cnt(1);
         dev.set_num_comp_vectors(kernel::cpu::nr_cpu_ids() as i32);
         dev.set_node_guid(guid_be(dev.guid));
-        dev.enable_uverbs_cmds(&[
-            bindings::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_POST_SEND,
-            bindings::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_REQ_NOTIFY_CQ,
-        ]);
+        dev.enable_uverbs_cmds(&[UverbsCmd::PostSend, UverbsCmd::ReqNotifyCq]);
         dev.set_netdev(ndev, param::PORT)?;
         dev.register(name).inspect_err(|e| {
             pr_err!("failed to add {}: {:?}\n", ndev.name(), e);

@@ -4,7 +4,17 @@
 //!
 //! They equal the C driver's (`rxe_param.h`) so that rdma-core sees the same device.
 
-use kernel::bindings;
+use kernel::{
+    rdma::{
+        attr::{
+            DeviceCapFlags,
+            PortCapFlags, //
+        },
+        mr::AccessFlags,
+        wr::Sge, //
+    },
+    uapi, //
+};
 
 /// The uverbs ABI version of the rxe user-space provider.
 pub(crate) const UVERBS_ABI_VERSION: u32 = 2;
@@ -29,33 +39,32 @@ pub(crate) const MIN_SRQ_INDEX: i32 = 0x0002_0001;
 pub(crate) const MAX_SGE: i32 = 32;
 
 /// Size of `struct rxe_send_wqe` without its SGEs (rxe user ABI).
-pub(crate) const SEND_WQE_SIZE: usize = core::mem::size_of::<bindings::rxe_send_wqe>();
+pub(crate) const SEND_WQE_SIZE: usize = core::mem::size_of::<uapi::rxe_send_wqe>();
 /// Size of `struct rxe_recv_wqe` without its SGEs (rxe user ABI).
-pub(crate) const RECV_WQE_SIZE: usize = core::mem::size_of::<bindings::rxe_recv_wqe>();
+pub(crate) const RECV_WQE_SIZE: usize = core::mem::size_of::<uapi::rxe_recv_wqe>();
 /// Size of `struct ib_sge` / `struct rxe_sge`.
-pub(crate) const SGE_SIZE: usize = core::mem::size_of::<bindings::ib_sge>();
+pub(crate) const SGE_SIZE: usize = Sge::SIZE;
 
 /// Inline data a send WQE can carry in place of its SGEs.
 pub(crate) const MAX_INLINE_DATA: i32 = SGE_SIZE as i32 * MAX_SGE;
 const _: () = assert!(SEND_WQE_SIZE == 208 && RECV_WQE_SIZE == 40 && MAX_INLINE_DATA == 512);
 
 /// Device capability flags (`enum ib_device_cap_flags`).
-pub(crate) const DEVICE_CAP_FLAGS: u64 = (bindings::ib_device_cap_flags_IB_DEVICE_BAD_PKEY_CNTR
-    | bindings::ib_device_cap_flags_IB_DEVICE_BAD_QKEY_CNTR
-    | bindings::ib_device_cap_flags_IB_DEVICE_AUTO_PATH_MIG
-    | bindings::ib_device_cap_flags_IB_DEVICE_CHANGE_PHY_PORT
-    | bindings::ib_device_cap_flags_IB_DEVICE_UD_AV_PORT_ENFORCE
-    | bindings::ib_device_cap_flags_IB_DEVICE_PORT_ACTIVE_EVENT
-    | bindings::ib_device_cap_flags_IB_DEVICE_SYS_IMAGE_GUID
-    | bindings::ib_device_cap_flags_IB_DEVICE_RC_RNR_NAK_GEN
-    | bindings::ib_device_cap_flags_IB_DEVICE_SRQ_RESIZE
-    | bindings::ib_device_cap_flags_IB_DEVICE_MEM_MGT_EXTENSIONS
-    | bindings::ib_device_cap_flags_IB_DEVICE_MEM_WINDOW
-    | bindings::ib_device_cap_flags_IB_DEVICE_FLUSH_GLOBAL
-    | bindings::ib_device_cap_flags_IB_DEVICE_FLUSH_PERSISTENT
-    | bindings::ib_device_cap_flags_IB_DEVICE_MEM_WINDOW_TYPE_2B
-    | bindings::ib_device_cap_flags_IB_DEVICE_ATOMIC_WRITE)
-    as u64;
+pub(crate) const DEVICE_CAP_FLAGS: DeviceCapFlags = DeviceCapFlags::BAD_PKEY_CNTR
+    .union(DeviceCapFlags::BAD_QKEY_CNTR)
+    .union(DeviceCapFlags::AUTO_PATH_MIG)
+    .union(DeviceCapFlags::CHANGE_PHY_PORT)
+    .union(DeviceCapFlags::UD_AV_PORT_ENFORCE)
+    .union(DeviceCapFlags::PORT_ACTIVE_EVENT)
+    .union(DeviceCapFlags::SYS_IMAGE_GUID)
+    .union(DeviceCapFlags::RC_RNR_NAK_GEN)
+    .union(DeviceCapFlags::SRQ_RESIZE)
+    .union(DeviceCapFlags::MEM_MGT_EXTENSIONS)
+    .union(DeviceCapFlags::MEM_WINDOW)
+    .union(DeviceCapFlags::FLUSH_GLOBAL)
+    .union(DeviceCapFlags::FLUSH_PERSISTENT)
+    .union(DeviceCapFlags::MEM_WINDOW_TYPE_2B)
+    .union(DeviceCapFlags::ATOMIC_WRITE);
 
 pub(crate) const MAX_MR_SIZE: u64 = u64::MAX;
 pub(crate) const PAGE_SIZE_CAP: u64 = 0xffff_f000;
@@ -86,7 +95,7 @@ pub(crate) const LOCAL_CA_ACK_DELAY: u8 = 15;
 /// The one port; IB ports are numbered from 1.
 pub(crate) const PORT: u32 = 1;
 pub(crate) const PORT_GID_TBL_LEN: i32 = 1024;
-pub(crate) const PORT_CAP_FLAGS: u32 = bindings::ib_port_capability_mask_bits_IB_PORT_CM_SUP;
+pub(crate) const PORT_CAP_FLAGS: PortCapFlags = PortCapFlags::CM_SUP;
 pub(crate) const PORT_MAX_MSG_SZ: u32 = 1 << 31;
 pub(crate) const PORT_MAX_VL_NUM: u8 = 1;
 pub(crate) const PORT_PKEY_TBL_LEN: u16 = 1;
@@ -94,18 +103,18 @@ pub(crate) const PORT_PKEY_TBL_LEN: u16 = 1;
 pub(crate) const DEFAULT_PKEY: u16 = 0xffff;
 
 /// Remote access rights (`RXE_ACCESS_REMOTE`).
-pub(crate) const ACCESS_REMOTE: u32 = bindings::ib_access_flags_IB_ACCESS_REMOTE_READ
-    | bindings::ib_access_flags_IB_ACCESS_REMOTE_WRITE
-    | bindings::ib_access_flags_IB_ACCESS_REMOTE_ATOMIC;
+pub(crate) const ACCESS_REMOTE: AccessFlags = AccessFlags::REMOTE_READ
+    .union(AccessFlags::REMOTE_WRITE)
+    .union(AccessFlags::REMOTE_ATOMIC);
 
 /// Access flags a memory region may have (`RXE_ACCESS_SUPPORTED_MR`).
-pub(crate) const ACCESS_SUPPORTED_MR: u32 = ACCESS_REMOTE
-    | bindings::ib_access_flags_IB_ACCESS_LOCAL_WRITE
-    | bindings::ib_access_flags_IB_ACCESS_MW_BIND
-    | bindings::ib_access_flags_IB_ACCESS_ON_DEMAND
-    | bindings::ib_access_flags_IB_ACCESS_FLUSH_GLOBAL
-    | bindings::ib_access_flags_IB_ACCESS_FLUSH_PERSISTENT
-    | bindings::ib_access_flags_IB_ACCESS_OPTIONAL;
+pub(crate) const ACCESS_SUPPORTED_MR: AccessFlags = ACCESS_REMOTE
+    .union(AccessFlags::LOCAL_WRITE)
+    .union(AccessFlags::MW_BIND)
+    .union(AccessFlags::ON_DEMAND)
+    .union(AccessFlags::FLUSH_GLOBAL)
+    .union(AccessFlags::FLUSH_PERSISTENT)
+    .union(AccessFlags::OPTIONAL);
 
 /// Access flags a queue pair may have (`RXE_ACCESS_SUPPORTED_QP`).
-pub(crate) const ACCESS_SUPPORTED_QP: u32 = ACCESS_SUPPORTED_MR;
+pub(crate) const ACCESS_SUPPORTED_QP: AccessFlags = ACCESS_SUPPORTED_MR;

@@ -8,18 +8,26 @@ use crate::{
 };
 use kernel::{
     prelude::*,
-    rdma::device::Device, //
+    rdma::{
+        device::Device,
+        pd::PdOps,
+        udata::UData, //
+    },
 };
 
 /// A protection domain: memory regions, windows, address handles and QPs belong to one, and
 /// may only be used with objects of the same domain.
-pub(crate) struct Pd {
+pub(crate) struct RxePd {
     _count: ObjectCount,
 }
 
-impl Pd {
+#[vtable]
+impl PdOps for RxePd {
+    type Driver = Rxe;
+
     /// Creates a domain on `dev`, within the device's limit of domains.
-    pub(crate) fn new(dev: &Device<Rxe>) -> Result<Self> {
+    fn alloc(dev: &Device<Rxe>, udata: &mut UData<'_, Rxe>) -> Result<Self> {
+        udata.check_in_empty()?;
         Ok(Self {
             _count: dev.pds.take()?,
         })

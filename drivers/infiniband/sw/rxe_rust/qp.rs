@@ -14,6 +14,7 @@ use crate::{
         Index,
         IndexTable, //
     },
+    mcast,
     param,
     queue::{
         Consumer,
@@ -23,7 +24,10 @@ use crate::{
         Ring, //
     },
     roce::{
-        mtu::IbMtu,
+        mtu::{
+            ib_mtu_for_netdev_mtu,
+            IbMtu, //
+        },
         opcode::QpType,
         requester::SendWr as RoceSendWr,
         wqe::{
@@ -54,42 +58,51 @@ use core::sync::atomic::{
     },
 };
 use kernel::{
-    bindings,
     new_mutex,
     new_spinlock_irq,
     prelude::*,
     rdma::{
-        attr::{
-            modify_qp_is_ok,
-            AhAttr,
-            QpAttr,
-            QpAttrCopy,
-            QpAttrFields,
-            QpAttrMask,
-            QpCap,
-            QpInitAttr,
-            QpInitInfo,
-            QpReport,
-            QpState as IbQpState,
-            QpType as IbQpType, //
-        },
+        ah::AhAttr,
         code,
-        device::Device,
-        driver::{
-            RecvWr,
-            SendWr,
-            SendWrDetail, //
-        },
-        event::{
-            QpEvent,
-            QpHandle,
+        cq::{
+            WcStatus,
             WorkCompletion, //
         },
-        object::{
-            Pd,
-            UContext, //
+        device::Device,
+        event::{
+            QpEvent,
+            QpHandle, //
         },
-        udata::UData, //
+        mr::AccessFlags,
+        pd::Pd,
+        qp::{
+            attr::{
+                modify_qp_is_ok,
+                QpAttr,
+                QpAttrCopy,
+                QpAttrFields,
+                QpAttrMask,
+                QpCap,
+                QpInitAttr,
+                QpInitInfo,
+                QpReport,
+                QpState,
+                QpType as IbQpType,
+                QP1_QKEY, //
+            },
+            NewQp,
+            Qp,
+            QpOps, //
+        },
+        ucontext::UContext,
+        udata::UData,
+        wr::{
+            RecvWr,
+            SendFlags,
+            SendWr,
+            SendWrDetail,
+            WrOpcode as IbWrOpcode, //
+        },
     },
     sync::{
         Arc,
@@ -175,7 +188,7 @@ impl WorkQueue {
     ) -> Result<(Self, Offer)> {
         let ring = Ring::new(max_wr, wqe_size)?;
         let cap = ring.geometry().capacity();
-        // The offer stays with the queue pair's owner (`Qp`), not in the shared state: it is
+        // The offer stays with the queue pair's owner (`RxeQp`), not in the shared state: it is
         // withdrawn when `destroy_qp` drops the queue pair, whoever still holds the rest.
         let offer = Offer::new(&ring, ctx)?;
         let consumer = Consumer::new(&ring);
@@ -207,9 +220,9 @@ const MAX_RECV_WQE: usize = param::RECV_WQE_SIZE + param::MAX_SGE as usize * par
 
 impl QpShared {
     /// Returns the state.
-    fn state(&self) -> IbQpState {
-        // Only `IbQpState` values are stored.
-        IbQpState::from_raw(self.state.load(Acquire)).unwrap_or(IbQpState::Err)
+    fn state(&self) -> QpState {
+        // Only `QpState` values are stored.
+        QpState::from_raw(self.state.load(Acquire)).unwrap_or(QpState::Err)
     }
 
     /// Completes the malformed send WQE at `index` with `IB_WC_LOC_QP_OP_ERR` and frees its
@@ -221,7 +234,7 @@ impl QpShared {
             Err(_) => 0,
         };
         let wc = WorkCompletion {
-            status: bindings::ib_wc_status_IB_WC_LOC_QP_OP_ERR,
+            status: WcStatus::LocQpOpErr,
             ..self.flushed(wr_id)
         };
         let _ = self.send_cq.post(&wc, &self.handle, false);
@@ -231,7 +244,7 @@ impl QpShared {
     /// Moves the queue pair to the error state because its transport failed (retries
     /// exhausted, a NAK, a bad WQE): what it did not hold yet is flushed too.
     pub(crate) fn enter_error(&self) {
-        let err = IbQpState::Err as u32;
+        let err = QpState::Err as u32;
         if self.state.swap(err, AcqRel) != err {
             self.flush();
         }
@@ -240,7 +253,7 @@ impl QpShared {
     /// Posts a kernel consumer's receive request (as `post_one_recv` of the C driver).
     pub(crate) fn post_recv(&self, wr: &RecvWr<'_>) -> Result {
         // User space posts through its mapped ring; a kernel post would race with it.
-        if self.user || self.state() == IbQpState::Reset {
+        if self.user || self.state() == QpState::Reset {
             return Err(EINVAL);
         }
         {
@@ -254,7 +267,7 @@ impl QpShared {
             let mut sges = [Sge::new(0, 0, 0); param::MAX_SGE as usize];
             let sges = sges.get_mut(..wr.sges.len()).ok_or(EINVAL)?;
             for (dst, src) in sges.iter_mut().zip(wr.sges) {
-                *dst = Sge::new(src.addr, src.length, src.lkey);
+                *dst = Sge::new(src.addr(), src.length(), src.lkey());
             }
             let mut slot = [0u8; MAX_RECV_WQE];
             let len = encode_recv_wqe(&mut slot, wr.wr_id, sges, max_sge).map_err(|e| {
@@ -264,7 +277,7 @@ impl QpShared {
             producer.push(slot.get(..len).ok_or(EINVAL)?)?;
         }
         // A queue pair in error completes what is posted at once, with a flush status.
-        if self.state() == IbQpState::Err {
+        if self.state() == QpState::Err {
             self.flush();
         }
         Ok(())
@@ -297,12 +310,12 @@ impl QpShared {
 
     /// Returns whether the requester may send (RTS).
     pub(crate) fn can_send(&self) -> bool {
-        self.state() == IbQpState::Rts
+        self.state() == QpState::Rts
     }
 
     /// Returns whether the responder takes packets (RTR to SQE).
     pub(crate) fn can_receive(&self) -> bool {
-        (IbQpState::Rtr..=IbQpState::Sqe).contains(&self.state())
+        (QpState::Rtr..=QpState::Sqe).contains(&self.state())
     }
 
     /// Returns the limits send WQEs are checked against.
@@ -395,25 +408,25 @@ impl QpShared {
             let sq = self.sq.lock();
             (sq.max_sge, sq.max_inline)
         };
-        if wr.opcode == bindings::ib_wr_opcode_IB_WR_REG_MR {
+        if wr.opcode == IbWrOpcode::RegMr {
             if self.qp_type != IbQpType::Rc {
                 return Err(EINVAL);
             }
         } else {
-            let op = WrOpcode::from_raw(wr.opcode)
+            let op = WrOpcode::from_raw(wr.opcode.raw())
                 .filter(|o| o.allowed_on(self.roce_type()))
                 .ok_or_else(|| {
-                    pr_debug!("WR opcode {} not allowed on this QP\n", wr.opcode);
+                    pr_debug!("WR opcode {:?} not allowed on this QP\n", wr.opcode);
                     EINVAL
                 })?;
-            let length: u64 = wr.sges.iter().map(|s| u64::from(s.length)).sum();
+            let length: u64 = wr.sges.iter().map(|s| u64::from(s.length())).sum();
             let too_many = wr.sges.len() > max_sge as usize;
             let too_long = length > u64::from(param::PORT_MAX_MSG_SZ);
             let bad_atomic = match wr.detail {
                 SendWrDetail::Atomic { remote_addr, .. } => length != 8 || remote_addr & 7 != 0,
                 _ => false,
             };
-            let inline = wr.send_flags & bindings::ib_send_flags_IB_SEND_INLINE as u32 != 0;
+            let inline = wr.send_flags.contains(SendFlags::INLINE);
             let bad_inline = inline && (!op.allows_inline() || length > u64::from(max_inline));
             if too_many || too_long || bad_atomic || bad_inline {
                 pr_debug!("send WR refused (sges, length, atomic or inline)\n");
@@ -432,11 +445,11 @@ impl QpShared {
         let state = self.state();
         // As the C driver (C10-97.2.1 for receives): not before RTS. User space posts through
         // its ring and the doorbell.
-        if state < IbQpState::Rts || self.user {
+        if state < QpState::Rts || self.user {
             return Err(EINVAL);
         }
         self.check_send(wr)?;
-        if state != IbQpState::Err {
+        if state != QpState::Err {
             return Err(code::eopnotsupp());
         }
         self.send_cq
@@ -488,7 +501,7 @@ impl QpShared {
     fn flushed(&self, wr_id: u64) -> WorkCompletion {
         WorkCompletion {
             wr_id,
-            status: bindings::ib_wc_status_IB_WC_WR_FLUSH_ERR,
+            status: WcStatus::WrFlushErr,
             qp_num: self.qpn.load(Relaxed),
             ..Default::default()
         }
@@ -504,19 +517,19 @@ impl QpShared {
 }
 
 /// The attributes `modify_qp` sets and `query_qp` reports.
-struct QpState {
+struct KeptAttr {
     attr: QpAttrCopy,
 }
 
 /// A queue pair.
 #[pin_data]
-pub(crate) struct Qp {
+pub(crate) struct RxeQp {
     shared: Arc<QpShared>,
     sq_sig_all: bool,
     max_send: (u32, u32, u32),
     max_recv: Option<(u32, u32)>,
     #[pin]
-    state: Mutex<QpState>,
+    state: Mutex<KeptAttr>,
     /// The multicast groups it is attached to: it cannot be destroyed before it leaves them.
     pub(crate) mcast_groups: AtomicU32,
     qpn: Index<QpShared>,
@@ -541,15 +554,64 @@ fn check_cap(cap: &QpCap, has_srq: bool) -> Result {
     }
 }
 
-impl Qp {
-    /// Creates a queue pair on `dev` as `init` describes; returns it with its number.
-    pub(crate) fn new(
+#[vtable]
+impl QpOps for RxeQp {
+    type Driver = Rxe;
+
+    fn create(
         dev: &Device<Rxe>,
         pd: &Pd<Rxe>,
         init: &mut QpInitAttr,
         handle: QpHandle,
         udata: &mut UData<'_, Rxe>,
-    ) -> Result<(impl PinInit<Self, Error>, u32)> {
+    ) -> Result<NewQp<impl PinInit<Self, Error>>> {
+        Self::new(dev, pd, init, handle, udata)
+    }
+
+    fn modify(qp: &Qp<Rxe>, attr: &QpAttr<'_>, _udata: &mut UData<'_, Rxe>) -> Result {
+        let dev = qp.device();
+        let port_mtu = ib_mtu_for_netdev_mtu(dev.ndev.mtu());
+        qp.modify(attr, &dev.worker, port_mtu)
+    }
+
+    fn query(qp: &Qp<Rxe>, _mask: QpAttrMask) -> Result<QpReport> {
+        Ok(qp.query())
+    }
+
+    fn destroy(qp: &Qp<Rxe>) -> Result {
+        qp.destroy()
+    }
+
+    fn attach_mcast(qp: &Qp<Rxe>, mgid: &[u8; 16]) -> Result {
+        mcast::attach(qp.device(), qp, mgid)
+    }
+
+    fn detach_mcast(qp: &Qp<Rxe>, mgid: &[u8; 16]) -> Result {
+        mcast::detach(qp.device(), qp, mgid)
+    }
+
+    fn post_send(qp: &Qp<Rxe>, wr: &SendWr<'_, Rxe>) -> Result {
+        qp.shared.post_send(wr)
+    }
+
+    fn post_send_doorbell(qp: &Qp<Rxe>) -> Result {
+        qp.doorbell(&qp.device().worker)
+    }
+
+    fn post_recv(qp: &Qp<Rxe>, wr: &RecvWr<'_>) -> Result {
+        qp.shared.post_recv(wr)
+    }
+}
+
+impl RxeQp {
+    /// Creates a queue pair on `dev` as `init` describes; returns it with its number.
+    fn new(
+        dev: &Device<Rxe>,
+        pd: &Pd<Rxe>,
+        init: &mut QpInitAttr,
+        handle: QpHandle,
+        udata: &mut UData<'_, Rxe>,
+    ) -> Result<NewQp<impl PinInit<Self, Error>>> {
         let ctx = if udata.is_user() {
             if udata.inlen() != 0 {
                 pr_debug!("create_qp with driver input\n");
@@ -636,7 +698,7 @@ impl Qp {
             try_pin_init!(QpShared {
                 qp_type,
                 qpn: AtomicU32::new(0),
-                state: AtomicU32::new(IbQpState::Reset as u32),
+                state: AtomicU32::new(QpState::Reset as u32),
                 user,
                 pd: pd.as_raw() as usize,
                 handle,
@@ -658,35 +720,35 @@ impl Qp {
 
         let mut attr = QpAttrCopy::default();
         attr.update(|a| {
-            a.qp_state = IbQpState::Reset as u32;
-            a.cur_qp_state = IbQpState::Reset as u32;
-            a.path_mtu = bindings::ib_mtu_IB_MTU_256;
+            a.qp_state = QpState::Reset as u32;
+            a.cur_qp_state = QpState::Reset as u32;
+            a.path_mtu = IbMtu::Mtu256.raw();
             a.port_num = param::PORT;
             if gsi {
-                a.qkey = bindings::IB_QP1_QKEY;
+                a.qkey = QP1_QKEY;
             }
         });
         let number = qpn.get();
         let sq_sig_all = init.sq_sig_all();
-        Ok((
-            try_pin_init!(Self {
+        Ok(NewQp {
+            init: try_pin_init!(Self {
                 shared,
                 sq_sig_all,
                 max_send,
                 max_recv,
-                state <- new_mutex!(QpState { attr }),
+                state <- new_mutex!(KeptAttr { attr }),
                 mcast_groups: AtomicU32::new(0),
                 qpn,
                 _offers: (sq_offer, rq_offer),
                 _count: count,
             }),
-            number,
-        ))
+            qpn: number,
+        })
     }
 
     /// Applies `attr` (the attributes in its mask), after checking the transition and every
     /// value.
-    pub(crate) fn modify(&self, attr: &QpAttr<'_>, worker: &Worker, port_mtu: IbMtu) -> Result {
+    fn modify(&self, attr: &QpAttr<'_>, worker: &Worker, port_mtu: IbMtu) -> Result {
         let mask = attr.mask();
         if !mask.is_standard() {
             return Err(code::eopnotsupp());
@@ -724,12 +786,12 @@ impl Qp {
                 // Kernel queue pairs get a transport once kernel memory (DMA and fast
                 // registration regions) can be reached: until then packets for them are
                 // dropped rather than failing the QP (QP1 included).
-                IbQpState::Rtr if shared.user => {
+                QpState::Rtr if shared.user => {
                     let sq_read = shared.sq.lock().consumer.index();
                     let t = Transport::new(shared, self.sq_sig_all, &st.attr, port_mtu, sq_read)?;
                     *shared.transport.lock() = Some(t);
                 }
-                IbQpState::Rts if cur == IbQpState::Rtr => {
+                QpState::Rts if cur == QpState::Rtr => {
                     if let Some(t) = (*shared.transport.lock()).as_mut() {
                         t.start(shared, self.sq_sig_all, &st.attr, port_mtu)?;
                     }
@@ -738,34 +800,24 @@ impl Qp {
             }
         }
         shared.state.store(next as u32, Release);
-        if next == IbQpState::Err {
+        if next == QpState::Err {
             // What the transport holds first, then what is still in the rings.
             worker.fail(shared);
             shared.flush();
-        } else if next == IbQpState::Reset {
+        } else if next == QpState::Reset {
             *shared.transport.lock() = None;
             shared.discard();
         }
         Ok(())
     }
 
-    /// Posts a kernel consumer's receive request.
-    pub(crate) fn post_recv(&self, wr: &RecvWr<'_>) -> Result {
-        self.shared.post_recv(wr)
-    }
-
-    /// Posts a kernel consumer's send request.
-    pub(crate) fn post_send(&self, wr: &SendWr<'_, Rxe>) -> Result {
-        self.shared.post_send(wr)
-    }
-
     /// Rings the send doorbell of a user queue pair: the packet path does not exist yet.
-    pub(crate) fn doorbell(&self, worker: &Arc<Worker>) -> Result {
+    fn doorbell(&self, worker: &Arc<Worker>) -> Result {
         let shared = &self.shared;
-        if !shared.user || shared.state() < IbQpState::Rts {
+        if !shared.user || shared.state() < QpState::Rts {
             return Err(EINVAL);
         }
-        if shared.state() == IbQpState::Err {
+        if shared.state() == QpState::Err {
             shared.flush();
             return Ok(());
         }
@@ -777,9 +829,9 @@ impl Qp {
         self.qpn.get()
     }
 
-    /// Checks that the queue pair may go (see [`Qp::check_destroy`]), then stops its
+    /// Checks that the queue pair may go (see [`RxeQp::check_destroy`]), then stops its
     /// transport: when `destroy_qp` returns, the worker no longer runs it.
-    pub(crate) fn destroy(&self) -> Result {
+    fn destroy(&self) -> Result {
         self.check_destroy()?;
         // Waits for a run of the worker that is using it.
         *self.shared.transport.lock() = None;
@@ -800,7 +852,7 @@ impl Qp {
     }
 
     /// Reports the attributes and the creation parameters.
-    pub(crate) fn query(&self) -> QpReport {
+    fn query(&self) -> QpReport {
         let mut attr = self.state.lock().attr;
         // The transport may have moved the queue pair to ERR since the last modify.
         let state = self.shared.state() as u32;
@@ -837,7 +889,9 @@ fn check_attr(attr: &QpAttr<'_>, qp_type: IbQpType) -> Result {
         || attr.cap().is_some_and(|c| check_cap(&c, false).is_err())
         || attr.qp_access_flags().is_some_and(|a| {
             !matches!(qp_type, IbQpType::Rc | IbQpType::Uc)
-                || a as u32 & !param::ACCESS_SUPPORTED_QP != 0
+                || !AccessFlags::from_bits_retain(a as u32)
+                    .difference(param::ACCESS_SUPPORTED_QP)
+                    .is_empty()
         })
         || attr.ah_attr().is_some_and(|ah| check_av(ah).is_err())
         || attr.alt_ah_attr().is_some_and(|ah| check_av(ah).is_err())
@@ -952,16 +1006,16 @@ fn round_atomic(n: u8) -> u8 {
 #[kunit_tests(rdma_rxe_rust_qp)]
 mod tests {
     use super::*;
-    use IbQpState::{
+    use IbQpType::{
+        Rc as RC,
+        Ud as UD, //
+    };
+    use QpState::{
         Err as ERR,
         Init as INIT,
         Reset as RESET,
         Rtr as RTR,
         Rts as RTS, //
-    };
-    use IbQpType::{
-        Rc as RC,
-        Ud as UD, //
     };
 
     const ACCESS: QpAttrMask = QpAttrMask::ACCESS_FLAGS;

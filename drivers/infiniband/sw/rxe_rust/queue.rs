@@ -21,7 +21,7 @@ use kernel::{
             MmapEntry,
             UserBuffer, //
         },
-        object::UContext,
+        ucontext::UContext,
     },
     sync::Arc, //
 };

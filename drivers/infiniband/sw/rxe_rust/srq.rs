@@ -31,19 +31,25 @@ use crate::{
     Rxe, //
 };
 use kernel::{
-    bindings,
     new_spinlock_irq,
     prelude::*,
     rdma::{
         code,
         device::Device,
-        driver::RecvWr,
         event::{
             SrqEvent,
             SrqHandle, //
         },
-        object::UContext,
-        udata::UData, //
+        srq::{
+            Srq,
+            SrqAttr,
+            SrqAttrMask,
+            SrqOps,
+            SrqType, //
+        },
+        ucontext::UContext,
+        udata::UData,
+        wr::RecvWr, //
     },
     sync::{
         Arc,
@@ -135,13 +141,13 @@ pub(crate) struct SrqCore {
 }
 
 /// A shared receive queue.
-pub(crate) struct Srq {
+pub(crate) struct RxeSrq {
     core: Arc<SrqCore>,
     _num: Index<SrqShared>,
     _count: ObjectCount,
 }
 
-impl core::ops::Deref for Srq {
+impl core::ops::Deref for RxeSrq {
     type Target = SrqCore;
 
     fn deref(&self) -> &SrqCore {
@@ -158,17 +164,49 @@ fn check_max_wr(max_wr: u32) -> Result<u32> {
     Ok(max_wr)
 }
 
-impl Srq {
+#[vtable]
+impl SrqOps for RxeSrq {
+    type Driver = Rxe;
+
+    fn create(
+        dev: &Device<Rxe>,
+        srq_type: SrqType,
+        attr: &mut SrqAttr,
+        handle: SrqHandle,
+        udata: &mut UData<'_, Rxe>,
+    ) -> Result<impl PinInit<Self, Error>> {
+        Self::new(dev, srq_type, attr, handle, udata)
+    }
+
+    fn post_recv(srq: &Srq<Rxe>, wr: &RecvWr<'_>) -> Result {
+        srq.core.post_recv(wr)
+    }
+
+    fn modify(
+        srq: &Srq<Rxe>,
+        attr: &mut SrqAttr,
+        mask: SrqAttrMask,
+        udata: &mut UData<'_, Rxe>,
+    ) -> Result {
+        srq.core.modify(attr, mask, udata)
+    }
+
+    fn query(srq: &Srq<Rxe>) -> Result<SrqAttr> {
+        Ok(srq.core.query())
+    }
+}
+
+impl RxeSrq {
     /// Returns the part its queue pairs share.
     pub(crate) fn core(&self) -> &Arc<SrqCore> {
         &self.core
     }
 
     /// Creates a shared receive queue on `dev`.
-    pub(crate) fn new(
+    fn new(
         dev: &Device<Rxe>,
-        srq_type: u32,
-        attr: &mut bindings::ib_srq_attr,
+        srq_type: SrqType,
+        attr: &mut SrqAttr,
         handle: SrqHandle,
         udata: &mut UData<'_, Rxe>,
     ) -> Result<impl PinInit<Self, Error>> {
@@ -177,7 +215,7 @@ impl Srq {
             pr_debug!("create_srq response too small ({})\n", udata.outlen());
             return Err(EINVAL);
         }
-        if srq_type != bindings::ib_srq_type_IB_SRQT_BASIC {
+        if srq_type != SrqType::Basic {
             return Err(code::eopnotsupp());
         }
         let max_wr = check_max_wr(attr.max_wr)?;
@@ -255,12 +293,7 @@ impl SrqCore {
     }
 
     /// Resizes (`IB_SRQ_MAX_WR`) and/or arms the limit (`IB_SRQ_LIMIT`).
-    pub(crate) fn modify(
-        &self,
-        attr: &mut bindings::ib_srq_attr,
-        mask: u32,
-        udata: &mut UData<'_, Rxe>,
-    ) -> Result {
+    fn modify(&self, attr: &mut SrqAttr, mask: SrqAttrMask, udata: &mut UData<'_, Rxe>) -> Result {
         let cmd = if udata.is_user() {
             if udata.inlen() < core::mem::size_of::<ModifySrqCmd>() {
                 return Err(EINVAL);
@@ -269,8 +302,8 @@ impl SrqCore {
         } else {
             None
         };
-        let resize = mask & bindings::ib_srq_attr_mask_IB_SRQ_MAX_WR != 0;
-        let arm = mask & bindings::ib_srq_attr_mask_IB_SRQ_LIMIT != 0;
+        let resize = mask.contains(SrqAttrMask::MAX_WR);
+        let arm = mask.contains(SrqAttrMask::LIMIT);
         if arm && attr.srq_limit > param::MAX_SRQ_WR as u32 {
             return Err(EINVAL);
         }
@@ -325,11 +358,11 @@ impl SrqCore {
     }
 
     /// Posts a kernel consumer's receive request (as `rxe_post_srq_recv`).
-    pub(crate) fn post_recv(&self, wr: &RecvWr<'_>) -> Result {
+    fn post_recv(&self, wr: &RecvWr<'_>) -> Result {
         let mut sges = [Sge::new(0, 0, 0); param::MAX_SRQ_SGE as usize];
         let sges = sges.get_mut(..wr.sges.len()).ok_or(EINVAL)?;
         for (dst, src) in sges.iter_mut().zip(wr.sges) {
-            *dst = Sge::new(src.addr, src.length, src.lkey);
+            *dst = Sge::new(src.addr(), src.length(), src.lkey());
         }
         let mut slot = [0u8; MAX_WQE_SIZE];
         let len = encode_recv_wqe(&mut slot, wr.wr_id, sges, self.max_sge).map_err(|e| {
@@ -346,10 +379,12 @@ impl SrqCore {
     }
 
     /// Reports depth, SGEs and the armed limit.
-    pub(crate) fn query(&self, attr: &mut bindings::ib_srq_attr) {
+    fn query(&self) -> SrqAttr {
         let inner = self.inner.lock();
-        attr.max_wr = inner.ring.capacity();
-        attr.max_sge = self.max_sge;
-        attr.srq_limit = inner.limit;
+        SrqAttr {
+            max_wr: inner.ring.capacity(),
+            max_sge: self.max_sge,
+            srq_limit: inner.limit,
+        }
     }
 }

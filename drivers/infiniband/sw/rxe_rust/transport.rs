@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! The transport of a queue pair: the protocol core's requester, completer and responder
-//! (`roce::qp::Qp`), fed from the rings and wired to memory regions, completion queues and the
+//! (`roce::qp::QpTransport`), fed from the rings and wired to memory regions, completion queues and the
 //! device's worker.
 //!
 //! Only the device's worker ([`crate::worker`]) and `modify_qp` touch a transport, under its
@@ -24,7 +24,7 @@ use crate::{
             Destination,
             Instant,
             Output,
-            RecvWr,
+            RecvSlot,
             TimerId,
             WorkQueue, //
         },
@@ -40,8 +40,8 @@ use crate::{
         opcode::QpType,
         psn::Psn,
         qp::{
-            Qp as RoceQp,
             QpConfig, //
+            QpTransport,
         },
         timer::{
             AckTimeout,
@@ -63,16 +63,18 @@ use crate::{
 };
 use core::cell::RefCell;
 use kernel::{
-    bindings,
     prelude::*,
     rdma::{
-        attr::{
+        cq::{
+            WcFlags,
+            WcOpcode,
+            WcStatus,
+            WorkCompletion, //
+        },
+        event::QpEvent,
+        qp::attr::{
             QpAttrCopy,
             QpType as IbQpType, //
-        },
-        event::{
-            QpEvent,
-            WorkCompletion, //
         },
     },
     sync::Arc,
@@ -86,7 +88,7 @@ const RESPONDER_RESOURCES: usize = 16;
 
 // The protocol state is built on the stack of `modify_qp` before it moves to the heap: keep it
 // small.
-const _: () = assert!(core::mem::size_of::<RoceQp<SQ_WINDOW, RESPONDER_RESOURCES>>() <= 4096);
+const _: () = assert!(core::mem::size_of::<QpTransport<SQ_WINDOW, RESPONDER_RESOURCES>>() <= 4096);
 
 /// The largest send WQE: the header and the largest inline data or SGE list.
 const MAX_SEND_WQE: usize = param::SEND_WQE_SIZE + param::MAX_INLINE_DATA as usize;
@@ -109,7 +111,7 @@ struct Taken {
 
 /// The transport of one queue pair.
 pub(crate) struct Transport {
-    qp: KBox<RoceQp<SQ_WINDOW, RESPONDER_RESOURCES>>,
+    qp: KBox<QpTransport<SQ_WINDOW, RESPONDER_RESOURCES>>,
     /// The next send queue slot to hand to the requester.
     pub(crate) sq_read: u32,
     taken: RefCell<Taken>,
@@ -184,7 +186,7 @@ impl Transport {
             attr,
             port_mtu,
         );
-        let qp = KBox::new(RoceQp::new(&cfg).map_err(|_| EINVAL)?, GFP_KERNEL)?;
+        let qp = KBox::new(QpTransport::new(&cfg).map_err(|_| EINVAL)?, GFP_KERNEL)?;
         Ok(KBox::new(
             Self {
                 qp,
@@ -242,7 +244,7 @@ pub(crate) fn with_io<R>(
     env: &Env<'_>,
     tx: &mut KVec<u8>,
     out: &mut KVec<Packet>,
-    f: impl FnOnce(&mut RoceQp<SQ_WINDOW, RESPONDER_RESOURCES>, &mut Mem<'_>, &mut Io<'_>) -> R,
+    f: impl FnOnce(&mut QpTransport<SQ_WINDOW, RESPONDER_RESOURCES>, &mut Mem<'_>, &mut Io<'_>) -> R,
 ) -> R {
     let Transport {
         qp,
@@ -480,24 +482,25 @@ impl Output for Io<'_> {
 
     fn complete(&mut self, c: Completion) {
         let shared = self.env.shared;
-        let mut flags = 0;
+        let mut flags = WcFlags::empty();
         let mut ex = 0;
         if let Some(imm) = c.imm_data {
-            flags |= bindings::ib_wc_flags_IB_WC_WITH_IMM;
+            flags |= WcFlags::WITH_IMM;
             // `imm_data` is `__be32`: the bytes as they were on the wire.
             ex = imm.to_be();
         }
         if let Some(rkey) = c.invalidated_rkey {
-            flags |= bindings::ib_wc_flags_IB_WC_WITH_INVALIDATE;
+            flags |= WcFlags::WITH_INVALIDATE;
             ex = rkey;
         }
         if c.grh {
-            flags |= bindings::ib_wc_flags_IB_WC_GRH;
+            flags |= WcFlags::GRH;
         }
         let wc = WorkCompletion {
             wr_id: c.wr_id,
-            status: c.status as u32,
-            opcode: c.opcode as u32,
+            // The protocol core's values are the IBTA's, which the kernel's enumerations use.
+            status: WcStatus::from_raw(c.status as u32).unwrap_or(WcStatus::GeneralErr),
+            opcode: WcOpcode::from_raw(c.opcode as u32).unwrap_or_default(),
             byte_len: c.byte_len,
             ex,
             qp_num: shared.number(),
@@ -530,7 +533,7 @@ impl Output for Io<'_> {
         self.env.shared.handle().event(e);
     }
 
-    fn take_recv(&mut self) -> Option<RecvWr> {
+    fn take_recv(&mut self) -> Option<RecvSlot> {
         let mut buf = [0u8; MAX_RECV_WQE];
         let (wr_id, length, sges) = {
             let n = self.env.shared.rq_slot_size()?.min(MAX_RECV_WQE);
@@ -553,7 +556,7 @@ impl Output for Io<'_> {
         let slot = taken.next;
         taken.next = slot.wrapping_add(1);
         taken.list.push(TakenRecv { slot, sges }, GFP_KERNEL).ok()?;
-        Some(RecvWr {
+        Some(RecvSlot {
             wr_id,
             slot,
             length,

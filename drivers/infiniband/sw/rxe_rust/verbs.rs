@@ -3,20 +3,19 @@
 //! The verbs of the Soft-RoCE device: what the RDMA core calls.
 
 use crate::{
-    ah::Ah,
-    cq::Cq,
+    ah::RxeAh,
+    cq::RxeCq,
     device::RxeDev,
-    mcast,
-    mr::Mr,
-    mw::Mw,
+    mr::RxeMr,
+    mw::RxeMw,
     param,
-    pd::Pd,
-    qp::Qp,
+    pd::RxePd,
+    qp::RxeQp,
     roce::mtu::{
         ib_mtu_for_netdev_mtu,
         IbMtu, //
     },
-    srq::Srq,
+    srq::RxeSrq,
     stats::{
         self,
         Counter, //
@@ -24,45 +23,48 @@ use crate::{
 };
 use core::sync::atomic::Ordering::Relaxed;
 use kernel::{
-    bindings,
     prelude::*,
     rdma::{
         attr::{
-            AhAttr,
-            AhAttrSink,
+            AtomicCap,
+            CoreCapFlags,
             DeviceAttr,
+            DeviceModifyFlags,
+            DriverId,
+            KernelCapFlags,
             LinkLayer,
             PortAttr,
             PortImmutable,
+            PortModifyFlags,
             PortPhysState,
             PortState,
-            QpAttr,
-            QpAttrMask,
-            QpInitAttr,
-            QpReport, //
+            PortWidth,
+            MGMT_MAD_SIZE, //
         },
         code,
         device::Device,
-        driver::{
-            CqInitAttr,
-            Driver,
-            RecvWr,
-            SendWr, //
-        },
-        event::{
-            CqHandle,
-            QpHandle,
-            SrqHandle,
-            WcSink, //
-        },
-        object,
+        driver::Driver,
         stats::StatDesc,
+        ucontext::UContextOps,
         udata::UData, //
     },
 };
 
 /// The Soft-RoCE driver.
 pub(crate) struct Rxe;
+
+/// A user context: the rxe ABI keeps nothing per context beyond what the core does.
+pub(crate) struct RxeUContext;
+
+impl UContextOps for RxeUContext {
+    type Driver = Rxe;
+
+    fn alloc(_dev: &Device<Rxe>, udata: &mut UData<'_, Rxe>) -> Result<Self> {
+        // The rxe ABI has no driver data in this call; refuse input we do not know.
+        udata.check_in_empty()?;
+        Ok(Self)
+    }
+}
 
 /// Fails with `EINVAL` unless `port` is the device's one port.
 fn check_port(port: u32) -> Result {
@@ -77,16 +79,16 @@ fn check_port(port: u32) -> Result {
 #[vtable]
 impl Driver for Rxe {
     type Data = RxeDev;
-    type UContext = ();
-    type Pd = Pd;
-    type Cq = Cq;
-    type Qp = Qp;
-    type Ah = Ah;
-    type Srq = Srq;
-    type Mw = Mw;
-    type Mr = Mr;
+    type UContext = RxeUContext;
+    type Pd = RxePd;
+    type Cq = RxeCq;
+    type Qp = RxeQp;
+    type Ah = RxeAh;
+    type Srq = RxeSrq;
+    type Mw = RxeMw;
+    type Mr = RxeMr;
 
-    const DRIVER_ID: bindings::rdma_driver_id = bindings::rdma_driver_id_RDMA_DRIVER_RXE;
+    const DRIVER_ID: DriverId = DriverId::Rxe;
     const UVERBS_ABI_VERSION: u32 = param::UVERBS_ABI_VERSION;
     const HW_STATS: &'static [StatDesc] = &stats::NAMES;
     const PARENT_ATTRIBUTE: bool = true;
@@ -103,8 +105,8 @@ impl Driver for Rxe {
         attr.page_size_cap = param::PAGE_SIZE_CAP;
         attr.max_qp = param::MAX_QP;
         attr.max_qp_wr = param::MAX_QP_WR;
-        attr.device_cap_flags = param::DEVICE_CAP_FLAGS;
-        attr.kernel_cap_flags = u64::from(bindings::ib_kernel_cap_flags_IBK_ALLOW_USER_UNREG);
+        attr.set_device_cap_flags(param::DEVICE_CAP_FLAGS);
+        attr.set_kernel_cap_flags(KernelCapFlags::ALLOW_USER_UNREG);
         attr.max_send_sge = param::MAX_SGE;
         attr.max_recv_sge = param::MAX_SGE;
         attr.max_sge_rd = param::MAX_SGE_RD;
@@ -116,7 +118,7 @@ impl Driver for Rxe {
         attr.max_qp_rd_atom = param::MAX_QP_RD_ATOM;
         attr.max_res_rd_atom = param::MAX_RES_RD_ATOM;
         attr.max_qp_init_rd_atom = param::MAX_QP_INIT_RD_ATOM;
-        attr.atomic_cap = bindings::ib_atomic_cap_IB_ATOMIC_HCA;
+        attr.set_atomic_cap(AtomicCap::Hca);
         attr.max_mcast_grp = param::MAX_MCAST_GRP;
         attr.max_mcast_qp_attach = param::MAX_MCAST_QP_ATTACH;
         attr.max_total_mcast_qp_attach = param::MAX_TOT_MCAST_QP_ATTACH;
@@ -143,7 +145,7 @@ impl Driver for Rxe {
         attr.pkey_tbl_len = param::PORT_PKEY_TBL_LEN;
         attr.max_vl_num = param::PORT_MAX_VL_NUM;
         // Like the C driver, a failed speed query still reports the port (1X, SDR).
-        attr.active_width = bindings::ib_port_width_IB_WIDTH_1X as u8;
+        attr.set_active_width(PortWidth::X1);
         attr.active_speed = 1;
         let speed = dev.eth_speed(port);
         if let Ok((speed, width)) = speed {
@@ -158,17 +160,16 @@ impl Driver for Rxe {
         } else {
             (PortState::Down, PortPhysState::Disabled)
         };
-        attr.state = state as u32;
-        attr.phys_state = phys as u8;
+        attr.set_state(state, phys);
         speed.map(|_| ())
     }
 
     fn get_port_immutable(_dev: &Device<Self>, port: u32, imm: &mut PortImmutable) -> Result {
         check_port(port)?;
-        imm.core_cap_flags = bindings::RDMA_CORE_PORT_IBA_ROCE_UDP_ENCAP;
+        imm.set_core_cap_flags(CoreCapFlags::IBA_ROCE_UDP_ENCAP);
         imm.pkey_tbl_len = param::PORT_PKEY_TBL_LEN.into();
         imm.gid_tbl_len = param::PORT_GID_TBL_LEN;
-        imm.max_mad_size = bindings::IB_MGMT_MAD_SIZE;
+        imm.max_mad_size = MGMT_MAD_SIZE;
         Ok(())
     }
 
@@ -185,183 +186,23 @@ impl Driver for Rxe {
         Ok(param::DEFAULT_PKEY)
     }
 
-    fn alloc_ucontext(_dev: &Device<Self>, udata: &mut UData<'_, Self>) -> Result<()> {
-        // The rxe ABI has no driver data in this call; refuse input we do not know.
-        udata.check_in_empty()
-    }
-
-    fn alloc_pd(dev: &Device<Self>, udata: &mut UData<'_, Self>) -> Result<Pd> {
-        udata.check_in_empty()?;
-        Pd::new(dev)
-    }
-
-    fn create_cq(
+    fn modify_port(
         dev: &Device<Self>,
-        attr: &CqInitAttr,
-        handle: CqHandle,
-        udata: &mut UData<'_, Self>,
-    ) -> Result<(impl PinInit<Cq, Error>, u32)> {
-        Cq::new(dev, attr, handle, udata)
-    }
-
-    fn poll_cq(cq: &object::Cq<Self>, wc: &mut WcSink<'_>) -> Result {
-        cq.poll(wc)
-    }
-
-    fn peek_cq(cq: &object::Cq<Self>, max: u32) -> u32 {
-        cq.peek(max)
-    }
-
-    fn resize_cq(cq: &object::Cq<Self>, cqe: u32, udata: &mut UData<'_, Self>) -> Result<u32> {
-        cq.resize(cqe, udata)
-    }
-
-    fn req_notify_cq(cq: &object::Cq<Self>, flags: u32) -> Result<bool> {
-        cq.req_notify(flags)
-    }
-
-    fn create_qp(
-        dev: &Device<Self>,
-        pd: &object::Pd<Self>,
-        init: &mut QpInitAttr,
-        handle: QpHandle,
-        udata: &mut UData<'_, Self>,
-    ) -> Result<(impl PinInit<Qp, Error>, u32)> {
-        Qp::new(dev, pd, init, handle, udata)
-    }
-
-    fn post_recv(qp: &object::Qp<Self>, wr: &RecvWr<'_>) -> Result {
-        qp.post_recv(wr)
-    }
-
-    fn post_send(qp: &object::Qp<Self>, wr: &SendWr<'_, Self>) -> Result {
-        qp.post_send(wr)
-    }
-
-    fn post_send_doorbell(qp: &object::Qp<Self>) -> Result {
-        qp.doorbell(&qp.device().worker)
-    }
-
-    fn destroy_qp(qp: &object::Qp<Self>) -> Result {
-        qp.destroy()
-    }
-
-    fn attach_mcast(qp: &object::Qp<Self>, mgid: &[u8; 16]) -> Result {
-        mcast::attach(qp.device(), qp, mgid)
-    }
-
-    fn detach_mcast(qp: &object::Qp<Self>, mgid: &[u8; 16]) -> Result {
-        mcast::detach(qp.device(), qp, mgid)
-    }
-
-    fn modify_qp(qp: &object::Qp<Self>, attr: &QpAttr<'_>, _udata: &mut UData<'_, Self>) -> Result {
-        let dev = qp.device();
-        let port_mtu = ib_mtu_for_netdev_mtu(dev.ndev.mtu());
-        qp.modify(attr, &dev.worker, port_mtu)
-    }
-
-    fn query_qp(qp: &object::Qp<Self>, _mask: QpAttrMask) -> Result<QpReport> {
-        Ok(qp.query())
-    }
-
-    fn create_ah(
-        dev: &Device<Self>,
-        pd: &object::Pd<Self>,
-        attr: &AhAttr,
-        sleepable: bool,
-        udata: &mut UData<'_, Self>,
-    ) -> Result<Ah> {
-        Ah::new(dev, pd, attr, sleepable, udata)
-    }
-
-    fn query_ah(ah: &object::Ah<Self>, attr: &mut AhAttrSink<'_>) -> Result {
-        ah.query(attr);
-        Ok(())
-    }
-
-    fn alloc_mw(
-        dev: &Device<Self>,
-        mw_type: u32,
-        udata: &mut UData<'_, Self>,
-    ) -> Result<(Mw, u32)> {
-        Mw::new(dev, mw_type, udata)
-    }
-
-    fn reg_user_mr(
-        pd: &object::Pd<Self>,
-        start: u64,
-        len: u64,
-        iova: u64,
-        access: u32,
-        udata: &mut UData<'_, Self>,
-    ) -> Result<(Mr, u32, u32)> {
-        Mr::new_user(pd, start, len, iova, access, udata)
-    }
-
-    fn create_srq(
-        dev: &Device<Self>,
-        srq_type: u32,
-        attr: &mut bindings::ib_srq_attr,
-        handle: SrqHandle,
-        udata: &mut UData<'_, Self>,
-    ) -> Result<impl PinInit<Srq, Error>> {
-        Srq::new(dev, srq_type, attr, handle, udata)
-    }
-
-    fn post_srq_recv(srq: &object::Srq<Self>, wr: &RecvWr<'_>) -> Result {
-        srq.post_recv(wr)
-    }
-
-    fn modify_srq(
-        srq: &object::Srq<Self>,
-        attr: &mut bindings::ib_srq_attr,
-        mask: u32,
-        udata: &mut UData<'_, Self>,
+        port: u32,
+        mask: PortModifyFlags,
+        set: u32,
+        clear: u32,
     ) -> Result {
-        srq.modify(attr, mask, udata)
-    }
-
-    fn query_srq(srq: &object::Srq<Self>, attr: &mut bindings::ib_srq_attr) -> Result {
-        srq.query(attr);
-        Ok(())
-    }
-
-    fn rereg_user_mr(
-        mr: &object::Mr<Self>,
-        flags: u32,
-        access: u32,
-        pd: &object::Pd<Self>,
-    ) -> Result {
-        mr.rereg(flags, access, pd)
-    }
-
-    fn get_dma_mr(pd: &object::Pd<Self>, access: u32) -> Result<(Mr, u32, u32)> {
-        Mr::new_dma(pd, access)
-    }
-
-    fn alloc_mr(pd: &object::Pd<Self>, mr_type: u32, max_num_sg: u32) -> Result<(Mr, u32, u32)> {
-        Mr::new_fast(pd, mr_type, max_num_sg)
-    }
-
-    fn map_mr_sg_start(mr: &object::Mr<Self>) -> Result {
-        mr.map_start(mr.page_size())
-    }
-
-    fn map_mr_sg_page(mr: &object::Mr<Self>, addr: u64) -> Result {
-        mr.map_page(addr)
-    }
-
-    fn modify_port(dev: &Device<Self>, port: u32, mask: u32, set: u32, clear: u32) -> Result {
         check_port(port)?;
-        if mask & !bindings::ib_port_modify_flags_IB_PORT_RESET_QKEY_CNTR != 0 {
-            pr_debug!("unsupported modify_port mask {:#x}\n", mask);
+        if !mask.difference(PortModifyFlags::RESET_QKEY_CNTR).is_empty() {
+            pr_debug!("unsupported modify_port mask {:#x}\n", mask.bits());
             return Err(code::eopnotsupp());
         }
         // As the C driver: set, then clear, under no lock (the core serialises nothing, but
         // each update is one atomic operation).
         dev.port_cap_flags.fetch_or(set, Relaxed);
         dev.port_cap_flags.fetch_and(!clear, Relaxed);
-        if mask & bindings::ib_port_modify_flags_IB_PORT_RESET_QKEY_CNTR != 0 {
+        if mask.contains(PortModifyFlags::RESET_QKEY_CNTR) {
             dev.qkey_violations.store(0, Relaxed);
         }
         Ok(())
@@ -383,14 +224,17 @@ impl Driver for Rxe {
         Ok(())
     }
 
-    fn modify_device(dev: &Device<Self>, mask: u32, sys_image_guid: u64, _desc: &[u8]) -> Result {
-        let supported = bindings::ib_device_modify_flags_IB_DEVICE_MODIFY_SYS_IMAGE_GUID
-            | bindings::ib_device_modify_flags_IB_DEVICE_MODIFY_NODE_DESC;
-        if mask & !supported != 0 {
-            pr_debug!("unsupported modify_device mask {:#x}\n", mask);
+    fn modify_device(
+        dev: &Device<Self>,
+        mask: DeviceModifyFlags,
+        sys_image_guid: u64,
+        _desc: &[u8],
+    ) -> Result {
+        if !mask.difference(DeviceModifyFlags::ALL).is_empty() {
+            pr_debug!("unsupported modify_device mask {:#x}\n", mask.bits());
             return Err(code::eopnotsupp());
         }
-        if mask & bindings::ib_device_modify_flags_IB_DEVICE_MODIFY_SYS_IMAGE_GUID != 0 {
+        if mask.contains(DeviceModifyFlags::SYS_IMAGE_GUID) {
             dev.sys_image_guid.store(sys_image_guid.to_be(), Relaxed);
         }
         Ok(())

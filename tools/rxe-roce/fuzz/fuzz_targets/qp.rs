@@ -16,7 +16,7 @@ use rxe_roce::roce::io::{
     Destination,
     Instant,
     Output,
-    RecvWr,
+    RecvSlot,
     TimerId,
     WorkQueue, //
 };
@@ -32,7 +32,7 @@ use rxe_roce::roce::opcode::QpType;
 use rxe_roce::roce::packet::Packet;
 use rxe_roce::roce::psn::Psn;
 use rxe_roce::roce::qp::{
-    Qp,
+    QpTransport,
     QpConfig, //
 };
 use rxe_roce::roce::requester::SendWr;
@@ -130,13 +130,13 @@ impl Output for Io {
         assert!(fresh, "completed twice: {c:?}");
     }
     fn async_event(&mut self, _: AsyncEvent) {}
-    fn take_recv(&mut self) -> Option<RecvWr> {
+    fn take_recv(&mut self) -> Option<RecvSlot> {
         if self.recv_avail == 0 {
             return None;
         }
         self.recv_avail -= 1;
         self.recvs += 1;
-        Some(RecvWr {
+        Some(RecvSlot {
             wr_id: self.recvs,
             slot: 0,
             length: 2048,
@@ -167,7 +167,7 @@ fuzz_target!(|data: &[u8]| {
         sq_sig_all: sel & 1 != 0,
         srq: false,
     };
-    let mut qp: Qp<4, 2> = Qp::new(&cfg).unwrap();
+    let mut qp: QpTransport<4, 2> = QpTransport::new(&cfg).unwrap();
     let mut mem = Mem([0; 4096]);
     let mut io = Io::default();
     let mut wr_id = 0u64;

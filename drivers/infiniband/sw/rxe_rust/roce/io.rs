@@ -199,7 +199,7 @@ pub enum Counter {
 
 /// A receive WQE handed to the responder.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct RecvWr {
+pub struct RecvSlot {
     /// The caller's work request ID.
     pub wr_id: u64,
     /// The caller's slot; memory is reached as [`super::memory::WqeRef::Recv`].
@@ -231,7 +231,7 @@ pub trait Output {
     fn async_event(&mut self, event: AsyncEvent);
 
     /// Takes the next receive WQE, or returns `None` if the queue is empty.
-    fn take_recv(&mut self) -> Option<RecvWr>;
+    fn take_recv(&mut self) -> Option<RecvSlot>;
 
     /// A send WQE left the requester, completed or not: its slot may be reused.
     ///

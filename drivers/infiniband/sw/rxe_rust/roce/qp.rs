@@ -2,7 +2,7 @@
 
 //! A queue pair's transport: requester, completer and responder behind one interface.
 //!
-//! [`Qp`] takes the events of a QP in the ready-to-send state and dispatches
+//! [`QpTransport`] takes the events of a QP in the ready-to-send state and dispatches
 //! them: a posted send WQE to the requester, a received request to the
 //! responder, a received response to the completer, a fired timer to the
 //! send side. When one side enters the error state, so does the other, and
@@ -85,7 +85,7 @@ pub enum ConfigError {
 
 /// The state of a QP as far as the transport is concerned.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum QpState {
+pub enum TransportState {
     /// Ready to send and receive.
     ReadyToSend,
     /// In the error state: every WQE is flushed.
@@ -94,7 +94,7 @@ pub enum QpState {
 
 /// The transport of one QP.
 #[derive(Debug)]
-pub struct Qp<const SQ: usize, const RES: usize> {
+pub struct QpTransport<const SQ: usize, const RES: usize> {
     qp_type: QpType,
     mtu: IbMtu,
     /// The send side: requester and completer.
@@ -103,7 +103,7 @@ pub struct Qp<const SQ: usize, const RES: usize> {
     pub responder: Responder<RES>,
 }
 
-impl<const SQ: usize, const RES: usize> Qp<SQ, RES> {
+impl<const SQ: usize, const RES: usize> QpTransport<SQ, RES> {
     /// Creates the transport of a QP in the ready-to-send state.
     pub fn new(cfg: &QpConfig) -> Result<Self, ConfigError> {
         let retry = RetryCounter::transport(cfg.retry_cnt).ok_or(ConfigError::RetryCount)?;
@@ -140,11 +140,11 @@ impl<const SQ: usize, const RES: usize> Qp<SQ, RES> {
     }
 
     /// Returns the state.
-    pub fn state(&self) -> QpState {
+    pub fn state(&self) -> TransportState {
         if self.requester.is_error() || self.responder.is_error() {
-            QpState::Error
+            TransportState::Error
         } else {
-            QpState::ReadyToSend
+            TransportState::ReadyToSend
         }
     }
 

@@ -29,7 +29,7 @@ use super::io::{
     Destination,
     Outgoing,
     Output,
-    RecvWr,
+    RecvSlot,
     TxError,
     WcOpcode,
     WcStatus,
@@ -138,7 +138,7 @@ pub struct Responder<const R: usize> {
     ack_pending: Option<Psn>,
     msg: Option<InMsg>,
     /// The receive WQE taken for the message in progress (kept for reuse on UC).
-    recv: Option<RecvWr>,
+    recv: Option<RecvSlot>,
     /// UC: drop packets until the next First or Only.
     drop_msg: bool,
     resources: [Option<Resource>; R],
@@ -784,7 +784,7 @@ fn access_fault(e: AccessError) -> Fault {
 }
 
 fn recv_completion(
-    wr: RecvWr,
+    wr: RecvSlot,
     status: WcStatus,
     opcode: WcOpcode,
     byte_len: u32,
@@ -806,7 +806,7 @@ fn recv_completion(
     }
 }
 
-fn flushed(wr: RecvWr, status: WcStatus) -> Completion {
+fn flushed(wr: RecvSlot, status: WcStatus) -> Completion {
     Completion {
         queue: WorkQueue::Recv,
         wr_id: wr.wr_id,
