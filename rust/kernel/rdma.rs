@@ -153,16 +153,3 @@ pub mod wr;
 
 /// The RoCEv2 UDP destination port (IANA).
 pub const ROCE_V2_UDP_DPORT: u16 = crate::bindings::ROCE_V2_UDP_DPORT as u16;
-
-/// Error codes the RDMA core uses that the generic list in [`crate::error::code`] lacks.
-pub mod code {
-    use crate::{
-        bindings,
-        error::Error, //
-    };
-
-    /// Operation not supported (`EOPNOTSUPP`): what verbs answer to an unknown flag or request.
-    pub fn eopnotsupp() -> Error {
-        Error::from_errno(-(bindings::EOPNOTSUPP as i32))
-    }
-}

@@ -9,7 +9,6 @@ use crate::{
     net::device::NetDevice,
     prelude::*,
     rdma::{
-        code,
         device::Device,
         driver::Driver, //
     },
@@ -278,6 +277,6 @@ impl<L: LinkOps> LinkRegistration<L> {
             found.missed = true;
         }
         // Not a real client of the device: no further callbacks.
-        code::eopnotsupp().to_errno()
+        EOPNOTSUPP.to_errno()
     }
 }

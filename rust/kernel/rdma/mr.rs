@@ -10,7 +10,6 @@ use crate::{
     error::VTABLE_DEFAULT_ERROR,
     prelude::*,
     rdma::{
-        code,
         driver::Driver,
         pd::Pd,
         udata::UData, //
@@ -238,7 +237,7 @@ pub(crate) unsafe extern "C" fn reg_user_mr<T: Driver>(
     udata: *mut bindings::ib_udata,
 ) -> *mut bindings::ib_mr {
     if !dmah.is_null() {
-        return code::eopnotsupp().to_ptr();
+        return EOPNOTSUPP.to_ptr();
     }
     // SAFETY: The caller guarantees the domain is live and the udata valid.
     let (pd, mut udata) = unsafe { (Pd::<T>::from_raw(ibpd), UData::from_raw(udata)) };

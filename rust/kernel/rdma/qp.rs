@@ -11,7 +11,6 @@ use crate::{
     error::VTABLE_DEFAULT_ERROR,
     prelude::*,
     rdma::{
-        code,
         device::Device,
         driver::Driver,
         event::QpHandle,
@@ -340,7 +339,7 @@ pub(crate) unsafe extern "C" fn post_recv<T: Driver>(
             // SAFETY: The core passes a valid out pointer.
             unsafe { bad_wr.write(wr) };
         }
-        return code::eopnotsupp().to_errno();
+        return EOPNOTSUPP.to_errno();
     }
     // SAFETY: The core passes a live queue pair, a list of requests and an out pointer.
     unsafe {

@@ -9,7 +9,6 @@ use crate::{
     error::VTABLE_DEFAULT_ERROR,
     prelude::*,
     rdma::{
-        code,
         device::Device,
         driver::Driver,
         event::SrqHandle,
@@ -138,7 +137,7 @@ pub(crate) unsafe extern "C" fn create_srq<T: Driver>(
         )
     };
     let Some(srq_type) = SrqType::from_raw(srq_type) else {
-        return code::eopnotsupp().to_errno();
+        return EOPNOTSUPP.to_errno();
     };
     // SAFETY: The caller guarantees the core frees the queue only after `destroy_srq` or after
     // this op fails, and both drop the handle.
@@ -253,7 +252,7 @@ pub(crate) unsafe extern "C" fn post_srq_recv<T: Driver>(
             // SAFETY: The caller guarantees `bad_wr` valid for writes.
             unsafe { bad_wr.write(wr) };
         }
-        return code::eopnotsupp().to_errno();
+        return EOPNOTSUPP.to_errno();
     }
     // SAFETY: The caller guarantees the queue is live, the list and `bad_wr` valid.
     unsafe {

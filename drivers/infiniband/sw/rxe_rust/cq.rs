@@ -22,7 +22,6 @@ use kernel::{
     new_spinlock_irq,
     prelude::*,
     rdma::{
-        code,
         cq::{
             Cq,
             CqInitAttr,
@@ -267,7 +266,7 @@ impl RxeCq {
             return Err(EINVAL);
         }
         if attr.flags != 0 {
-            return Err(code::eopnotsupp());
+            return Err(EOPNOTSUPP);
         }
         check_cqe(attr.cqe)?;
         let count = dev.cqs.take()?;
@@ -326,7 +325,7 @@ impl RxeCq {
             let mut inner = self.core.inner.lock();
             if inner.reader.is_some() {
                 // Kernel queues are not resized (the core offers resize to user space only).
-                return Err(code::eopnotsupp());
+                return Err(EOPNOTSUPP);
             }
             if inner.ring.producer.count()? > ring.capacity() {
                 pr_debug!(

@@ -28,7 +28,6 @@ use kernel::{
     page::PAGE_SIZE,
     prelude::*,
     rdma::{
-        code,
         mr::{
             AccessFlags,
             Mr,
@@ -53,7 +52,7 @@ fn check_access(access: AccessFlags) -> Result {
         || access.contains(AccessFlags::ON_DEMAND)
     {
         pr_debug!("unsupported access flags {:#x}\n", access.bits());
-        return Err(code::eopnotsupp());
+        return Err(EOPNOTSUPP);
     }
     Ok(())
 }
@@ -281,7 +280,7 @@ impl MrOps for RxeMr {
             .difference(ReregFlags::PD | ReregFlags::ACCESS)
             .is_empty()
         {
-            return Err(code::eopnotsupp());
+            return Err(EOPNOTSUPP);
         }
         if let Memory::User { umem } = &mr.shared.memory {
             umem.check_rereg(flags, access)?;

@@ -63,7 +63,6 @@ use kernel::{
     prelude::*,
     rdma::{
         ah::AhAttr,
-        code,
         cq::{
             WcStatus,
             WorkCompletion, //
@@ -450,7 +449,7 @@ impl QpShared {
         }
         self.check_send(wr)?;
         if state != QpState::Err {
-            return Err(code::eopnotsupp());
+            return Err(EOPNOTSUPP);
         }
         self.send_cq
             .post(&self.flushed(wr.wr_id), &self.handle, false)
@@ -626,11 +625,11 @@ impl RxeQp {
             None
         };
         if init.create_flags() != 0 {
-            return Err(code::eopnotsupp());
+            return Err(EOPNOTSUPP);
         }
         let qp_type = match init.qp_type() {
             Some(t @ (IbQpType::Gsi | IbQpType::Rc | IbQpType::Uc | IbQpType::Ud)) => t,
-            _ => return Err(code::eopnotsupp()),
+            _ => return Err(EOPNOTSUPP),
         };
         let gsi = qp_type == IbQpType::Gsi;
         if !init.has_cqs() {
@@ -751,7 +750,7 @@ impl RxeQp {
     fn modify(&self, attr: &QpAttr<'_>, worker: &Worker, port_mtu: IbMtu) -> Result {
         let mask = attr.mask();
         if !mask.is_standard() {
-            return Err(code::eopnotsupp());
+            return Err(EOPNOTSUPP);
         }
         let bad_state = || {
             pr_debug!("QP state out of range\n");

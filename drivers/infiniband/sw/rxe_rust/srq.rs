@@ -34,7 +34,6 @@ use kernel::{
     new_spinlock_irq,
     prelude::*,
     rdma::{
-        code,
         device::Device,
         event::{
             SrqEvent,
@@ -216,7 +215,7 @@ impl RxeSrq {
             return Err(EINVAL);
         }
         if srq_type != SrqType::Basic {
-            return Err(code::eopnotsupp());
+            return Err(EOPNOTSUPP);
         }
         let max_wr = check_max_wr(attr.max_wr)?;
         if attr.max_sge > param::MAX_SRQ_SGE as u32 {

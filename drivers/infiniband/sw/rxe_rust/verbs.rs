@@ -41,7 +41,6 @@ use kernel::{
             PortWidth,
             MGMT_MAD_SIZE, //
         },
-        code,
         device::Device,
         driver::Driver,
         stats::StatDesc,
@@ -196,7 +195,7 @@ impl Driver for Rxe {
         check_port(port)?;
         if !mask.difference(PortModifyFlags::RESET_QKEY_CNTR).is_empty() {
             pr_debug!("unsupported modify_port mask {:#x}\n", mask.bits());
-            return Err(code::eopnotsupp());
+            return Err(EOPNOTSUPP);
         }
         // As the C driver: set, then clear, under no lock (the core serialises nothing, but
         // each update is one atomic operation).
@@ -232,7 +231,7 @@ impl Driver for Rxe {
     ) -> Result {
         if !mask.difference(DeviceModifyFlags::ALL).is_empty() {
             pr_debug!("unsupported modify_device mask {:#x}\n", mask.bits());
-            return Err(code::eopnotsupp());
+            return Err(EOPNOTSUPP);
         }
         if mask.contains(DeviceModifyFlags::SYS_IMAGE_GUID) {
             dev.sys_image_guid.store(sys_image_guid.to_be(), Relaxed);

@@ -17,7 +17,7 @@ use crate::{
     roce::{
         io::TimerId,
         packet::Packet as RocePacket,
-        qp::QpState,
+        qp::TransportState,
         wqe::Remote, //
     },
     stats::{
@@ -282,7 +282,7 @@ impl Worker {
                 let env = self.env(&qp);
                 let failed = with_io(t, &env, tx, out, |roce, mem, io| {
                     roce.on_timer(id, mem, io);
-                    roce.state() == QpState::Error
+                    roce.state() == TransportState::Error
                 });
                 if failed {
                     qp.enter_error();
@@ -400,7 +400,7 @@ impl Worker {
                 }
             }
             roce.run(mem, io);
-            roce.state() == QpState::Error
+            roce.state() == TransportState::Error
         });
         t.sq_read = next;
         self.note_timers(qp, t);
@@ -434,7 +434,7 @@ impl Worker {
         let failed = with_io(t, &env, tx, out, |roce, mem, io| {
             roce.receive(&pkt, mem, io);
             roce.end_of_batch(io);
-            roce.state() == QpState::Error
+            roce.state() == TransportState::Error
         });
         self.note_timers(&qp, t);
         drop(guard);
