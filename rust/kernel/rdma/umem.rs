@@ -4,7 +4,9 @@
 //!
 //! C header: [`include/rdma/ib_umem.h`](srctree/include/rdma/ib_umem.h)
 
+use crate::page::PAGE_SIZE;
 use crate::{
+    alloc::KVVec,
     bindings,
     error::{
         from_err_ptr,
@@ -24,14 +26,26 @@ use core::ptr::NonNull;
 
 /// A range of a process's memory, pinned and mapped for the device until dropped.
 ///
+/// Copies find their pages in an array built at pinning, so the cost of reaching a byte
+/// does not grow with the region's size (walking the scatterlist from its start would).
+///
 /// # Invariants
 ///
-/// `self.0` came from `ib_umem_get_*` and is owned by us.
-pub struct Umem(NonNull<bindings::ib_umem>);
+/// `umem` came from `ib_umem_get_*` and is owned by us. `pages` lists, in order, the pinned
+/// pages of its scatterlist (page `i` holds bytes `i * PAGE_SIZE..` of the range counted
+/// from the start of the first page); they stay pinned until `umem` is released. `first` is
+/// the offset of the range's first byte in the first page, and `first + len` fits `pages`.
+pub struct Umem {
+    umem: NonNull<bindings::ib_umem>,
+    pages: KVVec<NonNull<bindings::page>>,
+    first: usize,
+}
 
-// SAFETY: A umem may be released from any thread.
+// SAFETY: A umem may be released from any thread; the page pointers name pinned pages, which
+// any thread may map.
 unsafe impl Send for Umem {}
-// SAFETY: `&Umem` only reads fields fixed at creation.
+// SAFETY: `&Umem` only reads fields fixed at creation and maps pinned pages for a copy; the
+// bytes copied are plain data (see `write`).
 unsafe impl Sync for Umem {}
 
 impl Umem {
@@ -59,14 +73,66 @@ impl Umem {
                 access.bits() as c_int,
             )
         })?;
-        // INVARIANT: A successful `ib_umem_get_*` returns an owned umem.
-        Ok(Self(NonNull::new(umem).ok_or(ENOMEM)?))
+        let umem = NonNull::new(umem).ok_or(ENOMEM)?;
+        // Released on failure from here on.
+        let owned = Released(umem);
+        // SAFETY: `umem` is valid: `address` and `length` are fixed at creation.
+        let (first, len) = unsafe {
+            let u = umem.as_ptr();
+            ((*u).address as usize & (PAGE_SIZE - 1), (*u).length)
+        };
+        let npages = first.checked_add(len).ok_or(EINVAL)?.div_ceil(PAGE_SIZE);
+        let mut pages = KVVec::with_capacity(npages, GFP_KERNEL)?;
+        // SAFETY: The umem is valid; its table lists `orig_nents` entries.
+        let (mut sg, nents) = unsafe {
+            let sgt = &(*umem.as_ptr()).sgt_append.sgt;
+            (sgt.sgl, sgt.orig_nents)
+        };
+        let mut n = 0;
+        while !sg.is_null() && n < nents && pages.len() < npages {
+            // SAFETY: `sg` is an entry of the umem's table (at most `orig_nents` of them).
+            let (page, off, len) = unsafe {
+                (
+                    bindings::sg_page(sg),
+                    (*sg).offset as usize,
+                    (*sg).length as usize,
+                )
+            };
+            // `ib_umem_get` builds its table from whole pages; anything else is not a umem
+            // this indexing understands.
+            if off != 0 || len % PAGE_SIZE != 0 || page.is_null() {
+                return Err(EINVAL);
+            }
+            for k in 0..len / PAGE_SIZE {
+                if pages.len() == npages {
+                    break;
+                }
+                // SAFETY: The entry's `len / PAGE_SIZE` pages are contiguous `struct page`s.
+                let p = unsafe { page.add(k) };
+                pages
+                    .push_within_capacity(NonNull::new(p).ok_or(EINVAL)?)
+                    .map_err(|_| EINVAL)?;
+            }
+            // SAFETY: `sg` is a valid entry; `sg_next` follows chained tables.
+            sg = unsafe { bindings::sg_next(sg) };
+            n += 1;
+        }
+        if pages.len() != npages {
+            return Err(EINVAL);
+        }
+        // INVARIANT: A successful `ib_umem_get_*` returns an owned umem; `pages` lists its
+        // pages in order, `npages` of them, which covers `first + len` bytes.
+        Ok(Self {
+            umem: owned.into_inner(),
+            pages,
+            first,
+        })
     }
 
     /// Returns the length of the range in bytes.
     pub fn len(&self) -> usize {
         // SAFETY: The umem is valid; `length` is fixed at creation.
-        unsafe { (*self.0.as_ptr()).length }
+        unsafe { (*self.umem.as_ptr()).length }
     }
 
     /// Returns whether the range is empty.
@@ -80,7 +146,7 @@ impl Umem {
     /// (a file it cannot write, say).
     pub fn is_writable(&self) -> bool {
         // SAFETY: The umem is valid; `writable` is fixed at creation.
-        unsafe { (*self.0.as_ptr()).writable() != 0 }
+        unsafe { (*self.umem.as_ptr()).writable() != 0 }
     }
 
     /// Checks that the region's rights may change to `access` (`IB_ACCESS_*`) under
@@ -91,7 +157,7 @@ impl Umem {
         // SAFETY: The umem is valid; the call only reads it.
         to_result(unsafe {
             bindings::ib_umem_check_rereg(
-                self.0.as_ptr(),
+                self.umem.as_ptr(),
                 flags.bits() as c_int,
                 access.bits() as c_int,
             )
@@ -144,68 +210,48 @@ impl Umem {
         if end > self.len() {
             return Err(EINVAL);
         }
-        let umem = self.0.as_ptr();
-        // SAFETY: The umem is valid; its scatterlist lists the pinned pages of the range, the
-        // first starting at the page of `address` (`ib_umem_offset`).
-        let (mut sg, nents, first) = unsafe {
-            let sgt = &(*umem).sgt_append.sgt;
-            (
-                sgt.sgl,
-                sgt.orig_nents,
-                (*umem).address & (crate::page::PAGE_SIZE - 1),
-            )
-        };
-        // Position in the scatterlist's bytes.
-        let mut skip = first.checked_add(offset).ok_or(EINVAL)?;
+        // Position in the bytes of the pages; fits, as `first + len` does (type invariant).
+        let mut pos = self.first + offset;
         let mut done = 0usize;
-        let mut n = 0;
-        while done < len && !sg.is_null() && n < nents {
-            // SAFETY: `sg` is an entry of the umem's table (at most `orig_nents` of them).
-            let (page, sg_off, sg_len) = unsafe {
-                (
-                    bindings::sg_page(sg),
-                    (*sg).offset as usize,
-                    (*sg).length as usize,
-                )
-            };
-            if skip >= sg_len {
-                skip -= sg_len;
-            } else {
-                let mut pos = sg_off + skip;
-                let mut left = sg_len - skip;
-                while left > 0 && done < len {
-                    let in_page = pos % crate::page::PAGE_SIZE;
-                    let chunk = (crate::page::PAGE_SIZE - in_page).min(left).min(len - done);
-                    // SAFETY: The entry's pages are contiguous `struct page`s of pinned memory;
-                    // the one holding byte `pos` of the entry is mapped for the copy and
-                    // unmapped right after.
-                    unsafe {
-                        let p = page.add(pos / crate::page::PAGE_SIZE);
-                        let va = bindings::kmap_local_page(p).cast::<u8>();
-                        f(va.add(in_page), done..done + chunk);
-                        bindings::kunmap_local(va.cast());
-                    }
-                    done += chunk;
-                    pos += chunk;
-                    left -= chunk;
-                }
-                skip = 0;
+        while done < len {
+            let in_page = pos % PAGE_SIZE;
+            let chunk = (PAGE_SIZE - in_page).min(len - done);
+            let page = *self.pages.get(pos / PAGE_SIZE).ok_or(EINVAL)?;
+            // SAFETY: `page` is a pinned page of the range (type invariant), mapped for the
+            // call and unmapped right after; `chunk` bytes from `in_page` are inside it.
+            unsafe {
+                let va = bindings::kmap_local_page(page.as_ptr()).cast::<u8>();
+                f(va.add(in_page), done..done + chunk);
+                bindings::kunmap_local(va.cast());
             }
-            // SAFETY: `sg` is a valid entry; `sg_next` follows chained tables.
-            sg = unsafe { bindings::sg_next(sg) };
-            n += 1;
+            done += chunk;
+            pos += chunk;
         }
-        if done == len {
-            Ok(())
-        } else {
-            Err(EINVAL)
-        }
+        Ok(())
+    }
+}
+
+/// A umem released when dropped, while [`Umem::get`] builds its page array.
+struct Released(NonNull<bindings::ib_umem>);
+
+impl Released {
+    fn into_inner(self) -> NonNull<bindings::ib_umem> {
+        let p = self.0;
+        core::mem::forget(self);
+        p
+    }
+}
+
+impl Drop for Released {
+    fn drop(&mut self) {
+        // SAFETY: `Umem::get` owns the umem until it hands it to the `Umem`.
+        unsafe { bindings::ib_umem_release(self.0.as_ptr()) };
     }
 }
 
 impl Drop for Umem {
     fn drop(&mut self) {
         // SAFETY: By the type invariant we own the umem.
-        unsafe { bindings::ib_umem_release(self.0.as_ptr()) };
+        unsafe { bindings::ib_umem_release(self.umem.as_ptr()) };
     }
 }
