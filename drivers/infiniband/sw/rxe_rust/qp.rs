@@ -58,8 +58,7 @@ use core::sync::atomic::{
     },
 };
 use kernel::{
-    new_mutex,
-    new_spinlock_irq,
+    new_mutex, new_spinlock_irq,
     prelude::*,
     rdma::{
         ah::AhAttr,
@@ -107,7 +106,15 @@ use kernel::{
         Arc,
         Mutex,
         SpinLockIrq, //
-    }, //
+    },
+    time::Jiffies,
+    workqueue::{
+        self,
+        impl_has_delayed_work,
+        new_delayed_work,
+        DelayedWork,
+        WorkItem, //
+    },
 };
 use zerocopy_derive::Immutable;
 
@@ -154,6 +161,24 @@ pub(crate) struct QpShared {
     /// The transport, from RTR to RESET.
     #[pin]
     pub(crate) transport: Mutex<Option<KBox<Transport>>>,
+    /// Fires at the earliest deadline of the transport's timers: each queue pair has its own,
+    /// so a far deadline of one never delays another's.
+    #[pin]
+    timer: DelayedWork<QpShared>,
+    /// The device's worker, which runs the timers that fired.
+    worker: Arc<Worker>,
+}
+
+impl_has_delayed_work! {
+    impl HasDelayedWork<Self> for QpShared { self.timer }
+}
+
+impl WorkItem for QpShared {
+    type Pointer = Arc<QpShared>;
+
+    fn run(this: Arc<QpShared>) {
+        this.worker.timer_fired(this.number());
+    }
 }
 
 /// The device's QP numbers: QP1 and the cyclic range from 16.
@@ -218,6 +243,12 @@ const MAX_SEND_WQE: usize = param::SEND_WQE_SIZE + param::MAX_INLINE_DATA as usi
 const MAX_RECV_WQE: usize = param::RECV_WQE_SIZE + param::MAX_SGE as usize * param::SGE_SIZE;
 
 impl QpShared {
+    /// Sets the timer to fire in `delay`, earlier than a pending later deadline.
+    pub(crate) fn arm_timer(self: &Arc<Self>, delay: Jiffies) {
+        // A pending timer keeps the reference it was set with: the clone comes back, dropped.
+        let _ = workqueue::system_dfl().mod_delayed(self.clone(), delay);
+    }
+
     /// Returns the state.
     fn state(&self) -> QpState {
         // Only `QpState` values are stored.
@@ -707,6 +738,8 @@ impl RxeQp {
                 sq <- new_spinlock_irq!(sq),
                 rq <- new_spinlock_irq!(rq),
                 transport <- new_mutex!(None),
+                timer <- new_delayed_work!("rdma_rxe_rust::QpShared::timer"),
+                worker: dev.worker.clone(),
             }),
             GFP_KERNEL,
         )?;
@@ -834,6 +867,9 @@ impl RxeQp {
         self.check_destroy()?;
         // Waits for a run of the worker that is using it.
         *self.shared.transport.lock() = None;
+        // Only a run with the transport sets the timer: a pending one fires now, finds nothing,
+        // and nothing sets it again.
+        self.shared.timer.flush();
         Ok(())
     }
 

@@ -119,6 +119,8 @@ pub(crate) struct Transport {
     dmac: [u8; 6],
     /// Armed timers: deadlines in nanoseconds of the device's clock.
     pub(crate) timers: [Option<u64>; 2],
+    /// The deadline the queue pair's timer is set for, if any.
+    pub(crate) armed: Option<u64>,
 }
 
 /// Returns the protocol core's queue pair type.
@@ -194,6 +196,7 @@ impl Transport {
                 taken: RefCell::new(Taken::default()),
                 dmac: attr.ah().roce_dmac().unwrap_or_default(),
                 timers: [None, None],
+                armed: None,
             },
             GFP_KERNEL,
         )?)

@@ -3,9 +3,12 @@
 //! The device's worker: all protocol processing, in process context, one queue pair at a time.
 //!
 //! A user doorbell (process context) processes right away unless a run is in progress; the work
-//! item does the rest (timers, a doorbell that found the worker busy). A run feeds send WQEs to
-//! the transports, delivers packets (loopback: the destination is this device) and runs expired
-//! timers. One run at a time per device serialises its queue pairs' transports.
+//! item does the rest (timers that fired, a doorbell that found the worker busy). A run feeds
+//! send WQEs to the transports, delivers packets (loopback: the destination is this device) and
+//! runs expired timers. One run at a time per device serialises its queue pairs' transports.
+//!
+//! Each queue pair has its own timer (a delayed work item in [`QpShared`], set to the earliest
+//! deadline of its transport): when it fires, the queue pair is queued here as due.
 
 use crate::{
     ah::AhTable,
@@ -50,9 +53,6 @@ use kernel::{
     },
     workqueue::{
         self,
-        impl_has_delayed_work,
-        new_delayed_work,
-        DelayedWork,
         Work,
         WorkItem, //
     },
@@ -65,8 +65,8 @@ struct Pending {
     kicked: KVec<u32>,
     /// Packets for this device.
     packets: KVec<Packet>,
-    /// Queue pairs with an armed timer.
-    timed: KVec<u32>,
+    /// Queue pairs whose timer fired.
+    due: KVec<u32>,
 }
 
 /// The worker of one device.
@@ -74,9 +74,6 @@ struct Pending {
 pub(crate) struct Worker {
     #[pin]
     work: Work<Worker>,
-    /// Wakes the worker when the earliest timer of a queue pair expires.
-    #[pin]
-    tick: DelayedWork<Worker, 1>,
     #[pin]
     pending: SpinLockIrq<Pending>,
     /// Held while processing: one run at a time, so transports run one at a time.
@@ -96,10 +93,6 @@ impl_has_work! {
     impl HasWork<Self> for Worker { self.work }
 }
 
-impl_has_delayed_work! {
-    impl HasDelayedWork<Self, 1> for Worker { self.tick }
-}
-
 impl WorkItem for Worker {
     type Pointer = Arc<Worker>;
 
@@ -107,16 +100,6 @@ impl WorkItem for Worker {
         let guard = this.runner.lock();
         this.process();
         drop(guard);
-        this.arm_tick();
-    }
-}
-
-impl WorkItem<1> for Worker {
-    type Pointer = Arc<Worker>;
-
-    fn run(this: Arc<Worker>) {
-        // All processing stays in the main work item, which never runs twice at once.
-        this.schedule();
     }
 }
 
@@ -132,7 +115,6 @@ impl Worker {
         Arc::pin_init(
             pin_init!(Self {
                 work <- new_work!("rdma_rxe_rust::Worker::work"),
-                tick <- new_delayed_work!("rdma_rxe_rust::Worker::tick"),
                 pending <- new_spinlock_irq!(Pending::default()),
                 runner <- new_mutex!(()),
                 qps,
@@ -163,7 +145,6 @@ impl Worker {
             Some(guard) => {
                 self.process();
                 drop(guard);
-                self.arm_tick();
             }
             // The running one may have looked at the queue already: queue the work item.
             None => self.schedule(),
@@ -181,84 +162,50 @@ impl Worker {
     }
 
     /// Stops the worker for good and waits for a run in progress (the device goes): when
-    /// this returns, neither work item is queued or running, and none will be.
+    /// this returns, the work item is neither queued nor running, and will not be.
+    ///
+    /// The queue pairs' timers are gone by then: each `destroy_qp` flushes its own, and the
+    /// core destroys every queue pair before it frees the device.
     pub(crate) fn stop(&self) {
-        // Both items are queued only under this lock, after checking `dying`: a run or a tick
-        // in progress can no longer queue the other (or itself) once this is set.
+        // The item is queued only under this lock, after checking `dying`: a run in progress
+        // can no longer queue it once this is set.
         {
             let _guard = self.pending.lock();
             self.dying.store(true, Relaxed);
         }
-        // A pending tick runs now (and queues nothing); a running one finishes. Then the
-        // main item, queued or running, finishes. Neither can be queued again meanwhile.
-        self.tick.flush();
         self.work.flush();
     }
 
-    /// Schedules the tick for the earliest armed timer of any queue pair.
-    fn arm_tick(self: &Arc<Self>) {
-        let timed = core::mem::take(&mut self.pending.lock().timed);
-        let mut earliest: Option<u64> = None;
-        let mut still = KVec::new();
-        for qpn in timed.iter() {
-            let Some(qp) = self.qps.get(*qpn) else {
-                continue;
-            };
-            let deadline = (*qp.transport.lock())
-                .as_ref()
-                .and_then(|t| t.timers.iter().flatten().copied().min());
-            if let Some(d) = deadline {
-                earliest = Some(earliest.map_or(d, |e| e.min(d)));
-                let _ = still.push(*qpn, GFP_KERNEL);
-            }
-        }
+    /// Queues the queue pair `qpn`, whose timer fired, for a run.
+    pub(crate) fn timer_fired(self: &Arc<Self>, qpn: u32) {
         {
             let mut p = self.pending.lock();
-            for qpn in still {
-                if !p.timed.contains(&qpn) {
-                    let _ = p.timed.push(qpn, GFP_ATOMIC);
-                }
+            if !p.due.contains(&qpn) && p.due.push(qpn, GFP_ATOMIC).is_err() {
+                return;
             }
         }
-        let Some(deadline) = earliest else {
+        self.schedule();
+    }
+
+    /// Sets the timer of `qp` for the earliest deadline of its transport, unless it is set
+    /// for that one already.
+    fn note_timers(&self, qp: &Arc<QpShared>, t: &mut Transport) {
+        let Some(deadline) = t.timers.iter().flatten().copied().min() else {
             return;
         };
+        if t.armed == Some(deadline) {
+            return;
+        }
+        t.armed = Some(deadline);
         let ms = deadline.saturating_sub(self.now()).div_ceil(1_000_000);
         let delay = msecs_to_jiffies(u32::try_from(ms).unwrap_or(u32::MAX)).max(1);
-        // Under the lock `stop` sets `dying` under (see `schedule`).
-        let _guard = self.pending.lock();
-        if self.dying.load(Relaxed) {
-            return;
-        }
-        // Already pending: that tick comes first or soon enough (it re-arms).
-        let _ = workqueue::system_dfl().enqueue_delayed::<Arc<Self>, 1>(self.clone(), delay);
+        qp.arm_timer(delay);
     }
 
-    /// Notes that `qp` has armed timers, for the tick.
-    fn note_timers(&self, qp: &QpShared, t: &Transport) {
-        if t.timers.iter().all(Option::is_none) {
-            return;
-        }
-        let qpn = qp.number();
-        let mut p = self.pending.lock();
-        if !p.timed.contains(&qpn) {
-            let _ = p.timed.push(qpn, GFP_ATOMIC);
-        }
-    }
-
-    /// Runs the expired timers of the queue pairs that armed one; returns whether any ran.
-    fn run_timers(&self, tx: &mut KVec<u8>, out: &mut KVec<Packet>) -> bool {
-        let timed = {
-            let p = self.pending.lock();
-            let mut v = KVec::new();
-            if v.extend_from_slice(&p.timed, GFP_ATOMIC).is_err() {
-                return false;
-            }
-            v
-        };
+    /// Runs the expired timers of the queue pairs in `due` (their timer fired).
+    fn run_timers(&self, due: &[u32], tx: &mut KVec<u8>, out: &mut KVec<Packet>) {
         let now = self.now();
-        let mut ran = false;
-        for qpn in timed.iter() {
+        for qpn in due.iter() {
             let Some(qp) = self.qps.get(*qpn) else {
                 continue;
             };
@@ -266,10 +213,13 @@ impl Worker {
             let Some(t) = (*guard).as_mut() else {
                 continue;
             };
+            // The timer is not pending any more: whatever is left must set it again.
+            t.armed = None;
             let due: [bool; 2] = [
                 t.timers[0].is_some_and(|d| d <= now),
                 t.timers[1].is_some_and(|d| d <= now),
             ];
+            let mut failed = false;
             for (i, id) in [TimerId::Retransmit, TimerId::RnrRetry]
                 .into_iter()
                 .enumerate()
@@ -278,18 +228,18 @@ impl Worker {
                     continue;
                 }
                 t.timers[i] = None;
-                ran = true;
                 let env = self.env(&qp);
-                let failed = with_io(t, &env, tx, out, |roce, mem, io| {
+                failed |= with_io(t, &env, tx, out, |roce, mem, io| {
                     roce.on_timer(id, mem, io);
                     roce.state() == TransportState::Error
                 });
-                if failed {
-                    qp.enter_error();
-                }
+            }
+            self.note_timers(&qp, t);
+            drop(guard);
+            if failed {
+                qp.enter_error();
             }
         }
-        ran
     }
 
     fn env<'a>(&'a self, qp: &'a QpShared) -> Env<'a> {
@@ -306,22 +256,20 @@ impl Worker {
     /// Processes until nothing waits.
     fn process(&self) {
         let mut tx = KVec::new();
-        let mut timers_checked = false;
         loop {
-            let (kicked, packets) = {
+            let (kicked, packets, due) = {
                 let mut p = self.pending.lock();
                 (
                     core::mem::take(&mut p.kicked),
                     core::mem::take(&mut p.packets),
+                    core::mem::take(&mut p.due),
                 )
             };
-            let mut out = KVec::new();
-            if kicked.is_empty() && packets.is_empty() {
-                if timers_checked || !self.run_timers(&mut tx, &mut out) {
-                    break;
-                }
-                timers_checked = true;
+            if kicked.is_empty() && packets.is_empty() && due.is_empty() {
+                break;
             }
+            let mut out = KVec::new();
+            self.run_timers(&due, &mut tx, &mut out);
             for qpn in kicked.iter() {
                 if let Some(qp) = self.qps.get(*qpn) {
                     self.send(&qp, &mut tx, &mut out);
@@ -367,7 +315,7 @@ impl Worker {
     }
 
     /// Hands the new send WQEs of `qp` to its transport.
-    fn send(&self, qp: &QpShared, tx: &mut KVec<u8>, out: &mut KVec<Packet>) {
+    fn send(&self, qp: &Arc<QpShared>, tx: &mut KVec<u8>, out: &mut KVec<Packet>) {
         let mut guard = qp.transport.lock();
         let Some(t) = (*guard).as_mut() else {
             return;

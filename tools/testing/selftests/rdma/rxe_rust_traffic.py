@@ -7,6 +7,8 @@ Things rdma-core's suite does not exercise:
   the retry, then both sides complete and the data arrives intact;
 - a QP whose peer does not exist: the retransmit timer fires, the retry
   count runs out and the send completes with IBV_WC_RETRY_EXC_ERR;
+- one QP's far retransmit deadline (IB timeout 31, hours) does not hold
+  back another QP's RNR retry: each QP's timers are its own;
 - RDMA WRITE and READ of 256 KiB (many packets, many pages), compared byte
   for byte;
 - RDMA WRITE and READ of 1 MiB at the start and at the end of a 256 MiB
@@ -154,6 +156,8 @@ def scenario(drv):
           after["rcvd_rnr_err"] > before["rcvd_rnr_err"],
           f"{before} -> {after}")
 
+    timer_independence_scenario(drv, p, src, dst)
+
     # RDMA WRITE then READ of many packets and pages.
     a_buf, b_buf = p.mr(BIG), p.mr(BIG)
     blob = os.urandom(BIG)
@@ -197,6 +201,31 @@ def scenario(drv):
     ctx.close()
 
 
+def timer_independence_scenario(drv, p, src, dst):
+    far = QP(p.pd, QPInitAttr(qp_type=e.IBV_QPT_RC, scq=p.cq, rcq=p.cq,
+                              cap=QPCap(max_send_wr=4, max_recv_wr=4)))
+    # No peer and the longest timeout: its retransmit timer is set for hours from now.
+    p.connect(far, 0xfff1, retry_cnt=7, timeout=31)
+    far.post_send(send_wr(src, 16, wr_id=71))
+    time.sleep(0.2)
+    data = os.urandom(32)
+    src.write(data, len(data))
+    p.a.post_send(send_wr(src, len(data), wr_id=72))
+    time.sleep(0.3)
+    p.b.post_recv(RecvWR(wr_id=73, num_sge=1, sg=[SGE(dst.buf, 4096, dst.lkey)]))
+    wcs = poll(p.cq, 2, timeout=5)
+    st = {w.wr_id: (w.status, w.byte_len) for w in wcs}
+    check(f"{drv}: an RNR retry is not held back by another QP's far retransmit deadline",
+          st.get(72, (None,))[0] == e.IBV_WC_SUCCESS and
+          st.get(73) == (e.IBV_WC_SUCCESS, len(data)), f"{st}")
+    check(f"{drv}: ... and delivers the bytes sent", dst.read(len(data), 0) == data)
+    # Destroying the QP with its timer set must not wait for it, nor leave it behind.
+    start = time.time()
+    far.close()
+    check(f"{drv}: a QP with a timer set hours ahead is destroyed at once",
+          time.time() - start < 2, f"{time.time() - start:.2f} s")
+
+
 def timed(p, wr, what):
     """Posts wr on p.a and waits for its completion; returns the seconds it took."""
     start = time.time()
@@ -228,11 +257,12 @@ def big_region_scenario(drv, p):
     region = MR(p.pd, HUGE, ACCESS, address=ctypes.addressof(first))
     blob = os.urandom(CHUNK)
     src.write(blob, CHUNK)
-    times = {}
-    for where, off in (("start", 0), ("end", HUGE - CHUNK)):
-        times[where] = timed(p, send_wr(src, CHUNK, e.IBV_WR_RDMA_WRITE, 61, region.buf + off,
-                                        region.rkey),
-                             f"{drv}: RDMA WRITE of 1 MiB at the {where} of a 256 MiB region")
+    times = {"start": [], "end": []}
+    # Interleaved, twice each, the fastest of each kept: a busy host slows single runs.
+    for where, off in (("start", 0), ("end", HUGE - CHUNK)) * 2:
+        times[where].append(
+            timed(p, send_wr(src, CHUNK, e.IBV_WR_RDMA_WRITE, 61, region.buf + off, region.rkey),
+                  f"{drv}: RDMA WRITE of 1 MiB at the {where} of a 256 MiB region"))
         check(f"{drv}: the bytes written at the {where} of the region are the source bytes",
               region.read(CHUNK, off) == blob)
         back.write(bytes(CHUNK), CHUNK)
@@ -242,9 +272,10 @@ def big_region_scenario(drv, p):
               back.read(CHUNK, 0) == blob)
     # Per-packet translation that walks the region from its start makes the end several
     # times slower (seconds, under the debug kernel); a lookup costs the same anywhere.
+    start, end = min(times["start"]), min(times["end"])
     check(f"{drv}: a WRITE at the end of a 256 MiB region is not much slower than at its start",
-          times["end"] <= 2 * times["start"] + 0.5,
-          f"start {times['start']:.2f} s, end {times['end']:.2f} s")
+          end <= 2 * start + 0.5,
+          f"start {times['start']} s, end {times['end']} s")
     for o in (src, back, region):
         o.close()
     del first
