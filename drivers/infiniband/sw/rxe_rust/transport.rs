@@ -249,6 +249,23 @@ pub(crate) fn with_io<R>(
     out: &mut KVec<Packet>,
     f: impl FnOnce(&mut QpTransport<SQ_WINDOW, RESPONDER_RESOURCES>, &mut Mem<'_>, &mut Io<'_>) -> R,
 ) -> R {
+    with_io_budget(t, env, tx, out, None, f).0
+}
+
+/// Runs `f` as [`with_io`] does, letting it emit at most `budget` packets (no limit with
+/// `None`); returns its result and whether it ran out of budget.
+///
+/// A requester whose transmit buffers ran dry stops and resumes at its next run: the caller
+/// runs the queue pair again once the packets out are delivered, so the packets in flight stay
+/// bounded whatever the message sizes.
+pub(crate) fn with_io_budget<R>(
+    t: &mut Transport,
+    env: &Env<'_>,
+    tx: &mut KVec<u8>,
+    out: &mut KVec<Packet>,
+    budget: Option<usize>,
+    f: impl FnOnce(&mut QpTransport<SQ_WINDOW, RESPONDER_RESOURCES>, &mut Mem<'_>, &mut Io<'_>) -> R,
+) -> (R, bool) {
     let Transport {
         qp,
         taken,
@@ -269,8 +286,11 @@ pub(crate) fn with_io<R>(
         timers,
         tx,
         out,
+        budget,
+        ran_dry: false,
     };
-    f(qp, &mut mem, &mut io)
+    let r = f(qp, &mut mem, &mut io);
+    (r, io.ran_dry)
 }
 
 /// Memory as the transport of one queue pair sees it.
@@ -430,6 +450,10 @@ pub(crate) struct Io<'a> {
     timers: &'a mut [Option<u64>; 2],
     tx: &'a mut KVec<u8>,
     out: &'a mut KVec<Packet>,
+    /// Packets this call may still emit (`None`: no limit).
+    budget: Option<usize>,
+    /// Whether a buffer was refused because the budget was spent.
+    ran_dry: bool,
 }
 
 fn timer_index(t: TimerId) -> usize {
@@ -459,6 +483,10 @@ impl Clock for Io<'_> {
 
 impl Output for Io<'_> {
     fn tx_buffer(&mut self, len: usize) -> Option<&mut [u8]> {
+        if self.budget == Some(0) {
+            self.ran_dry = true;
+            return None;
+        }
         self.tx.clear();
         self.tx.resize(len, 0, GFP_KERNEL).ok()?;
         Some(&mut self.tx[..])
@@ -477,9 +505,15 @@ impl Output for Io<'_> {
             self.env.counters.inc(Counter::SendErr);
             return;
         }
+        if let Some(b) = &mut self.budget {
+            *b = b.saturating_sub(1);
+        }
         let mut p = KVec::new();
         if p.extend_from_slice(bytes, GFP_KERNEL).is_ok() && self.out.push(p, GFP_KERNEL).is_ok() {
             self.env.counters.add(Counter::SentBytes, len as u64);
+        } else {
+            // Lost as on a congested link (the transport retries), but counted.
+            self.env.counters.inc(Counter::SendErr);
         }
     }
 

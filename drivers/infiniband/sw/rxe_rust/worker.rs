@@ -29,6 +29,7 @@ use crate::{
     },
     transport::{
         with_io,
+        with_io_budget,
         Env,
         Packet,
         Transport, //
@@ -57,6 +58,13 @@ use kernel::{
         WorkItem, //
     },
 };
+
+/// Packets one queue pair's send run may emit; it runs again once they are delivered.
+const SEND_BUDGET: usize = 64;
+
+/// Rounds of a run (each delivers what the one before emitted) before it yields: the rest
+/// goes to the work item, queued again behind other work.
+const ROUNDS: usize = 16;
 
 /// What waits for the worker.
 #[derive(Default)]
@@ -98,8 +106,11 @@ impl WorkItem for Worker {
 
     fn run(this: Arc<Worker>) {
         let guard = this.runner.lock();
-        this.process();
+        let more = this.process();
         drop(guard);
+        if more {
+            this.schedule();
+        }
     }
 }
 
@@ -143,8 +154,12 @@ impl Worker {
         self.pending.lock().kicked.push(qpn, GFP_ATOMIC)?;
         match self.runner.try_lock() {
             Some(guard) => {
-                self.process();
+                let more = self.process();
                 drop(guard);
+                // The caller's system call does one run; the work item does the rest.
+                if more {
+                    self.schedule();
+                }
             }
             // The running one may have looked at the queue already: queue the work item.
             None => self.schedule(),
@@ -253,10 +268,10 @@ impl Worker {
         }
     }
 
-    /// Processes until nothing waits.
-    fn process(&self) {
+    /// Processes for at most [`ROUNDS`] rounds; returns whether work is left.
+    fn process(&self) -> bool {
         let mut tx = KVec::new();
-        loop {
+        for _ in 0..ROUNDS {
             let (kicked, packets, due) = {
                 let mut p = self.pending.lock();
                 (
@@ -266,7 +281,7 @@ impl Worker {
                 )
             };
             if kicked.is_empty() && packets.is_empty() && due.is_empty() {
-                break;
+                return false;
             }
             let mut out = KVec::new();
             self.run_timers(&due, &mut tx, &mut out);
@@ -295,11 +310,13 @@ impl Worker {
             let mut p = self.pending.lock();
             for pkt in out {
                 if p.packets.push(pkt, GFP_ATOMIC).is_err() {
-                    // Lost as on a congested link; the requester retries.
-                    break;
+                    // Lost as on a congested link (the requester retries), but counted.
+                    self.counters.inc(Counter::SendErr);
                 }
             }
         }
+        let p = self.pending.lock();
+        !(p.kicked.is_empty() && p.packets.is_empty() && p.due.is_empty())
     }
 
     /// Puts the transport of `qp` in the error state: every WQE it holds completes with a
@@ -326,7 +343,8 @@ impl Worker {
         let env = self.env(qp);
         let mut next = t.sq_read;
         let mut bad = None;
-        let failed = with_io(t, &env, tx, out, |roce, mem, io| {
+        let budget = Some(SEND_BUDGET);
+        let (failed, ran_dry) = with_io_budget(t, &env, tx, out, budget, |roce, mem, io| {
             while roce.requester.outstanding() < crate::transport::SQ_WINDOW {
                 let Some(wr) = qp.next_send_wr(next) else {
                     break;
@@ -352,6 +370,14 @@ impl Worker {
         });
         t.sq_read = next;
         self.note_timers(qp, t);
+        if ran_dry {
+            // More to send once what it emitted is delivered: its next round.
+            let mut p = self.pending.lock();
+            let qpn = qp.number();
+            if !p.kicked.contains(&qpn) {
+                let _ = p.kicked.push(qpn, GFP_ATOMIC);
+            }
+        }
         if let Some(index) = bad {
             qp.complete_bad_wqe(index);
         }

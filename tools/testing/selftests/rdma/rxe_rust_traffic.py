@@ -9,6 +9,9 @@ Things rdma-core's suite does not exercise:
   count runs out and the send completes with IBV_WC_RETRY_EXC_ERR;
 - one QP's far retransmit deadline (IB timeout 31, hours) does not hold
   back another QP's RNR retry: each QP's timers are its own;
+- a UC post list of 8 x 4 MiB RDMA WRITEs: posting returns long before the
+  writes complete (a doorbell runs its queue pair for a bounded time and
+  leaves the rest to the worker), and every write lands;
 - RDMA WRITE and READ of 256 KiB (many packets, many pages), compared byte
   for byte;
 - RDMA WRITE and READ of 1 MiB at the start and at the end of a 256 MiB
@@ -194,6 +197,7 @@ def scenario(drv):
     check(f"{drv}: retry_exceeded_err moved", after["retry_exceeded_err"] > before["retry_exceeded_err"],
           f"{before.get('retry_exceeded_err')} -> {after.get('retry_exceeded_err')}")
     big_region_scenario(drv, p)
+    uc_burst_scenario(drv, p)
     srq_scenario(drv, p)
     gsi_scenario(drv, p)
     for o in (lost, p.a, p.b, src, dst, a_buf, b_buf, back, p.cq, p.pd):
@@ -224,6 +228,58 @@ def timer_independence_scenario(drv, p, src, dst):
     far.close()
     check(f"{drv}: a QP with a timer set hours ahead is destroyed at once",
           time.time() - start < 2, f"{time.time() - start:.2f} s")
+
+
+def uc_qp(p):
+    qp = QP(p.pd, QPInitAttr(qp_type=e.IBV_QPT_UC, scq=p.cq, rcq=p.cq,
+                             cap=QPCap(max_send_wr=16, max_recv_wr=4)))
+    return qp
+
+
+def uc_connect(p, qp, dest_qpn):
+    attr = QPAttr()
+    attr.qp_state = e.IBV_QPS_INIT
+    attr.pkey_index = 0
+    attr.port_num = 1
+    attr.qp_access_flags = e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE
+    qp.modify(attr, e.IBV_QP_STATE | e.IBV_QP_PKEY_INDEX | e.IBV_QP_PORT |
+              e.IBV_QP_ACCESS_FLAGS)
+    attr.qp_state = e.IBV_QPS_RTR
+    attr.path_mtu = e.IBV_MTU_1024
+    attr.dest_qp_num = dest_qpn
+    attr.rq_psn = 0
+    attr.ah_attr = AHAttr(gr=GlobalRoute(dgid=p.gid, sgid_index=GID_INDEX),
+                          is_global=1, port_num=1)
+    qp.modify(attr, e.IBV_QP_STATE | e.IBV_QP_AV | e.IBV_QP_PATH_MTU |
+              e.IBV_QP_DEST_QPN | e.IBV_QP_RQ_PSN)
+    attr.qp_state = e.IBV_QPS_RTS
+    attr.sq_psn = 0
+    qp.modify(attr, e.IBV_QP_STATE | e.IBV_QP_SQ_PSN)
+
+
+def uc_burst_scenario(drv, p):
+    n, size = 8, 4 * 1024 * 1024
+    a, b = uc_qp(p), uc_qp(p)
+    uc_connect(p, a, b.qp_num)
+    uc_connect(p, b, a.qp_num)
+    src, dst = p.mr(size), p.mr(n * size)
+    blob = os.urandom(size)
+    src.write(blob, size)
+    start = time.time()
+    for i in range(n):
+        a.post_send(send_wr(src, size, e.IBV_WR_RDMA_WRITE, 80 + i, dst.buf + i * size, dst.rkey))
+    posted = time.time() - start
+    w = poll(p.cq, n, timeout=120)
+    total = time.time() - start
+    ok = [x.wr_id for x in w if x.status == e.IBV_WC_SUCCESS]
+    check(f"{drv}: a UC post list of {n} x 4 MiB RDMA WRITEs completes",
+          sorted(ok) == list(range(80, 80 + n)), f"{[(x.wr_id, x.status) for x in w]}")
+    check(f"{drv}: ... and every write landed",
+          all(dst.read(size, i * size) == blob for i in range(n)))
+    check(f"{drv}: posting returns before the writes are done (bounded inline work)",
+          posted < total / 2, f"posting {posted:.2f} s, all done {total:.2f} s")
+    for o in (a, b, src, dst):
+        o.close()
 
 
 def timed(p, wr, what):
