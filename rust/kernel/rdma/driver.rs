@@ -163,7 +163,31 @@ pub trait Driver: Sized + 'static {
 pub(crate) struct OpsTable<T: Driver>(PhantomData<T>);
 
 impl<T: Driver> OpsTable<T> {
-    pub(crate) const OPS: bindings::ib_device_ops = bindings::ib_device_ops {
+    /// Fails the build for a driver whose object containers need more alignment than the
+    /// core's allocations give: it allocates them with `kzalloc`, aligned to
+    /// `ARCH_KMALLOC_MINALIGN`, at least that of `u64`.
+    const ALIGNED: () = {
+        let min = core::mem::align_of::<u64>();
+        assert!(
+            core::mem::align_of::<Device<T>>() <= min
+                && core::mem::align_of::<ucontext::UContext<T>>() <= min
+                && core::mem::align_of::<pd::Pd<T>>() <= min
+                && core::mem::align_of::<cq::Cq<T>>() <= min
+                && core::mem::align_of::<qp::Qp<T>>() <= min
+                && core::mem::align_of::<srq::Srq<T>>() <= min
+                && core::mem::align_of::<ah::Ah<T>>() <= min
+                && core::mem::align_of::<mw::Mw<T>>() <= min,
+            "an RDMA object's data needs more alignment than kmalloc gives"
+        );
+    };
+
+    pub(crate) const OPS: bindings::ib_device_ops = {
+        #[allow(clippy::let_unit_value)]
+        let () = Self::ALIGNED;
+        Self::TABLE
+    };
+
+    const TABLE: bindings::ib_device_ops = bindings::ib_device_ops {
         driver_id: T::DRIVER_ID.raw(),
         uverbs_abi_ver: T::UVERBS_ABI_VERSION,
         dealloc_driver: Some(dealloc_driver::<T>),

@@ -225,7 +225,8 @@ impl<T: Driver> Mr<T> {
 /// # Safety
 ///
 /// `ibpd` is a live domain of driver `T` that the core holds for the call; `dmah` is null or
-/// a DMA handle; `udata` is the call's udata.
+/// a DMA handle; `udata` is null (`ib_reg_user_mr` of a kernel caller) or the `driver_udata`
+/// of the uverbs call's bundle.
 #[allow(clippy::too_many_arguments)]
 pub(crate) unsafe extern "C" fn reg_user_mr<T: Driver>(
     ibpd: *mut bindings::ib_pd,
@@ -239,8 +240,8 @@ pub(crate) unsafe extern "C" fn reg_user_mr<T: Driver>(
     if !dmah.is_null() {
         return EOPNOTSUPP.to_ptr();
     }
-    // SAFETY: The caller guarantees the domain is live and the udata valid.
-    let (pd, mut udata) = unsafe { (Pd::<T>::from_raw(ibpd), UData::from_raw(udata)) };
+    // SAFETY: The caller guarantees the domain is live and the udata a bundle's, or null.
+    let (pd, mut udata) = unsafe { (Pd::<T>::from_raw(ibpd), UData::from_bundle(udata)) };
     let access = AccessFlags::from_bits_retain(access as u32);
     match T::Mr::reg_user(pd, start, len, iova, access, &mut udata).and_then(Mr::<T>::alloc) {
         Ok(mr) => mr,

@@ -72,11 +72,13 @@ pub trait QpOps: Send + Sync + Sized {
     /// Reports the attributes (at least those in `mask`) and creation parameters.
     fn query(qp: &Qp<Self::Driver>, mask: QpAttrMask) -> Result<QpReport>;
 
-    /// Checks that a queue pair may be destroyed now (`EBUSY` while attached to a multicast
-    /// group, say), and stops its work; the core then frees it.
-    fn destroy(_qp: &Qp<Self::Driver>) -> Result {
-        Ok(())
-    }
+    /// Stops the queue pair's work; the core then frees it.
+    ///
+    /// It cannot fail: the core also calls it when `create_qp` fails after the driver's part
+    /// succeeded (its security setup), and frees the queue pair whatever it returns. What
+    /// the core refuses itself (a queue pair still in use, attached to a multicast group) never
+    /// reaches it.
+    fn destroy(_qp: &Qp<Self::Driver>) {}
 
     /// Attaches a UD queue pair to the multicast group `mgid` (the core checked the type and
     /// that `mgid` is multicast; the LID is unused on RoCE).
@@ -227,19 +229,18 @@ pub(crate) unsafe extern "C" fn query_qp<T: Driver>(
 ///
 /// # Safety
 ///
-/// `ibqp` is a queue pair of driver `T` for which [`create_qp`] succeeded; the core calls
-/// this again only if it failed, and frees the memory after it succeeds.
+/// `ibqp` is a queue pair of driver `T` for which [`create_qp`] succeeded, not in use by
+/// anything of the core's (its use count is zero); the core calls this once, from
+/// `ib_destroy_qp_user` or from the error path of `create_qp` after a failed security setup,
+/// and frees the memory after it returns, whatever it returns.
 pub(crate) unsafe extern "C" fn destroy_qp<T: Driver>(
     ibqp: *mut bindings::ib_qp,
     _udata: *mut bindings::ib_udata,
 ) -> c_int {
-    // SAFETY: `create_qp` succeeded for this queue pair, which stays live until this op
-    // succeeds.
-    if let Err(e) = T::Qp::destroy(unsafe { Qp::<T>::from_raw(ibqp) }) {
-        return e.to_errno();
-    }
-    // SAFETY: The core calls this once more only if it failed above. The handle goes first
-    // so that nothing reaches the queue pair through it any more.
+    // SAFETY: `create_qp` succeeded for this queue pair, which is live for the call.
+    T::Qp::destroy(unsafe { Qp::<T>::from_raw(ibqp) });
+    // SAFETY: The core calls this once and frees the memory next. The handle goes first so
+    // that nothing reaches the queue pair through it any more.
     unsafe {
         Qp::<T>::drop_handle(ibqp);
         core::ptr::drop_in_place(Qp::<T>::data_ptr(ibqp));

@@ -59,18 +59,38 @@ pub struct SrqAttr {
 }
 
 impl SrqAttr {
-    fn from_c(a: &bindings::ib_srq_attr) -> Self {
-        Self {
-            max_wr: a.max_wr,
-            max_sge: a.max_sge,
-            srq_limit: a.srq_limit,
+    /// Reads the fields `mask` selects of the caller's attributes; the others are 0.
+    ///
+    /// # Safety
+    ///
+    /// `a` must be valid for reads of the fields `mask` selects, which must be initialised
+    /// (callers of `modify_srq` set only those).
+    unsafe fn read_masked(a: *const bindings::ib_srq_attr, mask: SrqAttrMask) -> Self {
+        let mut r = Self::default();
+        // SAFETY: The caller guarantees the selected fields; no other field is read.
+        unsafe {
+            if mask.contains(SrqAttrMask::MAX_WR) {
+                r.max_wr = (&raw const (*a).max_wr).read();
+            }
+            if mask.contains(SrqAttrMask::LIMIT) {
+                r.srq_limit = (&raw const (*a).srq_limit).read();
+            }
         }
+        r
     }
 
-    fn to_c(self, a: &mut bindings::ib_srq_attr) {
-        a.max_wr = self.max_wr;
-        a.max_sge = self.max_sge;
-        a.srq_limit = self.srq_limit;
+    /// Writes every field into the caller's attributes, reading nothing.
+    ///
+    /// # Safety
+    ///
+    /// `a` must be valid for writes (it may be uninitialised).
+    unsafe fn write_to(self, a: *mut bindings::ib_srq_attr) {
+        // SAFETY: The caller guarantees validity for writes; whole fields are written.
+        unsafe {
+            (&raw mut (*a).max_wr).write(self.max_wr);
+            (&raw mut (*a).max_sge).write(self.max_sge);
+            (&raw mut (*a).srq_limit).write(self.srq_limit);
+        }
     }
 }
 
@@ -96,11 +116,11 @@ pub trait SrqOps: Send + Sync + Sized {
         build_error!(VTABLE_DEFAULT_ERROR)
     }
 
-    /// Resizes the queue or arms its limit, as `mask` selects; writes the new capacity into
-    /// `attr` after a resize.
+    /// Resizes the queue or arms its limit, as `mask` selects (the other fields of `attr`
+    /// are 0: the caller did not set them).
     fn modify(
         _srq: &Srq<Self::Driver>,
-        _attr: &mut SrqAttr,
+        _attr: &SrqAttr,
         _mask: SrqAttrMask,
         _udata: &mut UData<'_, Self::Driver>,
     ) -> Result {
@@ -126,16 +146,19 @@ pub(crate) unsafe extern "C" fn create_srq<T: Driver>(
     init: *mut bindings::ib_srq_init_attr,
     udata: *mut bindings::ib_udata,
 ) -> c_int {
-    // SAFETY: The caller guarantees the container's layout, the device, the attributes and
-    // the udata.
+    // SAFETY: The caller guarantees the container's layout, the device, the attributes
+    // (callers of `ib_create_srq` set all three numbers) and the udata.
     let (dev, srq_type, mut attr, mut udata) = unsafe {
         (
             Srq::<T>::device_of(ibsrq),
             (*init).srq_type,
-            SrqAttr::from_c(&(*init).attr),
+            SrqAttr::read_masked(&raw const (*init).attr, SrqAttrMask::ALL),
             UData::from_bundle(udata),
         )
     };
+    // `read_masked` reads `max_wr` and `srq_limit`; creation also gives `max_sge`.
+    // SAFETY: As above.
+    attr.max_sge = unsafe { (&raw const (*init).attr.max_sge).read() };
     let Some(srq_type) = SrqType::from_raw(srq_type) else {
         return EOPNOTSUPP.to_errno();
     };
@@ -153,7 +176,7 @@ pub(crate) unsafe extern "C" fn create_srq<T: Driver>(
     match ret {
         Ok(()) => {
             // SAFETY: The caller guarantees `init` valid for writes.
-            attr.to_c(unsafe { &mut (*init).attr });
+            unsafe { attr.write_to(&raw mut (*init).attr) };
             0
         }
         Err(e) => {
@@ -187,29 +210,27 @@ pub(crate) unsafe extern "C" fn destroy_srq<T: Driver>(
 ///
 /// # Safety
 ///
-/// `ibsrq` is a live queue of driver `T`; `attr` is valid for reads and writes for the call,
-/// with the fields `mask` selects set; `udata` is null or the `driver_udata` of the call's
-/// bundle.
+/// `ibsrq` is a live queue of driver `T`; `attr` is valid for reads for the call, with the
+/// fields `mask` selects initialised (uverbs sets only those); `udata` is null or the
+/// `driver_udata` of the call's bundle.
 pub(crate) unsafe extern "C" fn modify_srq<T: Driver>(
     ibsrq: *mut bindings::ib_srq,
     attr: *mut bindings::ib_srq_attr,
     mask: bindings::ib_srq_attr_mask,
     udata: *mut bindings::ib_udata,
 ) -> c_int {
-    // SAFETY: The caller guarantees the queue is live, the attributes and the udata valid.
-    let (srq, mut a, mut udata) = unsafe {
+    let mask = SrqAttrMask::from_bits_retain(mask);
+    // SAFETY: The caller guarantees the queue is live, the selected attributes and the udata.
+    let (srq, a, mut udata) = unsafe {
         (
             Srq::<T>::from_raw(ibsrq),
-            SrqAttr::from_c(&*attr),
+            SrqAttr::read_masked(attr, mask),
             UData::from_bundle(udata),
         )
     };
-    match T::Srq::modify(srq, &mut a, SrqAttrMask::from_bits_retain(mask), &mut udata) {
-        Ok(()) => {
-            // SAFETY: The caller guarantees `attr` valid for writes.
-            a.to_c(unsafe { &mut *attr });
-            0
-        }
+    // Nothing is written back: no caller reads the attributes after `modify_srq`.
+    match T::Srq::modify(srq, &a, mask, &mut udata) {
+        Ok(()) => 0,
         Err(e) => e.to_errno(),
     }
 }
@@ -218,7 +239,8 @@ pub(crate) unsafe extern "C" fn modify_srq<T: Driver>(
 ///
 /// # Safety
 ///
-/// `ibsrq` is a live queue of driver `T`; `attr` is valid for writes for the call.
+/// `ibsrq` is a live queue of driver `T`; `attr` is valid for writes for the call, and may be
+/// uninitialised (uverbs passes a stack variable).
 pub(crate) unsafe extern "C" fn query_srq<T: Driver>(
     ibsrq: *mut bindings::ib_srq,
     attr: *mut bindings::ib_srq_attr,
@@ -226,9 +248,8 @@ pub(crate) unsafe extern "C" fn query_srq<T: Driver>(
     // SAFETY: The caller guarantees the queue is live.
     match T::Srq::query(unsafe { Srq::<T>::from_raw(ibsrq) }) {
         Ok(a) => {
-            // SAFETY: The caller guarantees `attr` valid for writes; the fields written are
-            // plain numbers, and `ib_query_srq` callers pass an initialised structure.
-            a.to_c(unsafe { &mut *attr });
+            // SAFETY: The caller guarantees `attr` valid for writes; nothing is read.
+            unsafe { a.write_to(attr) };
             0
         }
         Err(e) => e.to_errno(),

@@ -60,6 +60,12 @@ impl<'a, T: Driver> UData<'a, T> {
         self.0.is_some()
     }
 
+    /// Returns whether this is the udata of a uverbs system call: the current task is then
+    /// the calling process, with its memory.
+    pub(crate) fn is_uverbs_call(&self) -> bool {
+        self.0.is_some() && self.1
+    }
+
     /// Fails with `EOPNOTSUPP` unless the input is absent or all zero.
     ///
     /// A verb that takes no driver input must refuse input it would otherwise ignore.

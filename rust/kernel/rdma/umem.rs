@@ -20,6 +20,7 @@ use crate::{
             AccessFlags,
             ReregFlags, //
         },
+        udata::UData,
     },
 };
 use core::ptr::NonNull;
@@ -53,12 +54,20 @@ impl Umem {
     /// (`IB_ACCESS_*`; writable access pins the pages for writing).
     ///
     /// Fails with `EFAULT` for memory the process has not mapped.
+    ///
+    /// `udata` is the udata of the verb being served: only a uverbs system call has a
+    /// process whose memory may be pinned (`ib_umem_get` uses `current->mm`, which a kernel
+    /// thread lacks); other callers fail with `EINVAL`.
     pub fn get<T: Driver>(
         dev: &Device<T>,
+        udata: &UData<'_, T>,
         addr: u64,
         len: u64,
         access: AccessFlags,
     ) -> Result<Self> {
+        if !udata.is_uverbs_call() {
+            return Err(EINVAL);
+        }
         let addr = usize::try_from(addr).map_err(|_| EINVAL)?;
         let len = usize::try_from(len).map_err(|_| EINVAL)?;
         // SAFETY: The device is valid; a null bundle makes the core use `addr` in the

@@ -167,7 +167,12 @@ impl<'a, T: Driver> SendWr<'a, T> {
         wr: &'a bindings::ib_send_wr,
         ibqp: *mut bindings::ib_qp,
     ) -> Result<Self> {
-        let n = usize::try_from(wr.num_sge).map_err(|_| EINVAL)?;
+        let op = WrOpcode::from_raw(wr.opcode).ok_or(EINVAL)?;
+        // Registration and invalidation carry no data: their consumers need not set the list.
+        let n = match op {
+            WrOpcode::RegMr | WrOpcode::LocalInv => 0,
+            _ => usize::try_from(wr.num_sge).map_err(|_| EINVAL)?,
+        };
         let sges = if n == 0 || wr.sg_list.is_null() {
             &[][..]
         } else {
@@ -180,7 +185,6 @@ impl<'a, T: Driver> SendWr<'a, T> {
         let (qp_type, dev) = unsafe { ((*ibqp).qp_type, (*ibqp).device) };
         let ud =
             qp_type == bindings::ib_qp_type_IB_QPT_UD || qp_type == bindings::ib_qp_type_IB_QPT_GSI;
-        let op = WrOpcode::from_raw(wr.opcode).ok_or(EINVAL)?;
         let detail = match wr.opcode {
             bindings::ib_wr_opcode_IB_WR_RDMA_WRITE
             | bindings::ib_wr_opcode_IB_WR_RDMA_WRITE_WITH_IMM
@@ -207,8 +211,11 @@ impl<'a, T: Driver> SendWr<'a, T> {
             bindings::ib_wr_opcode_IB_WR_REG_MR => {
                 // SAFETY: Registration requests are `struct ib_reg_wr`s, as above.
                 let r = unsafe { &*wr_ptr.cast::<bindings::ib_reg_wr>() };
-                // SAFETY: A non-null `mr` is a live region of its consumer.
-                let mr_dev = unsafe { r.mr.as_ref() }.map(|m| m.device);
+                // SAFETY: A non-null `mr` is a live region of its consumer; only its `device`
+                // (set at creation) is read, through the pointer (no reference to an object
+                // the core changes concurrently).
+                let mr_dev =
+                    (!r.mr.is_null()).then(|| unsafe { (&raw const (*r.mr).device).read() });
                 if mr_dev != Some(dev) {
                     return Err(EINVAL);
                 }
@@ -225,8 +232,10 @@ impl<'a, T: Driver> SendWr<'a, T> {
             {
                 // SAFETY: Sends on datagram queue pairs are `struct ib_ud_wr`s, as above.
                 let u = unsafe { &*wr_ptr.cast::<bindings::ib_ud_wr>() };
-                // SAFETY: A non-null `ah` is a live address handle of its consumer.
-                let ah_dev = unsafe { u.ah.as_ref() }.map(|a| a.device);
+                // SAFETY: A non-null `ah` is a live address handle of its consumer; read as the
+                // region's device above.
+                let ah_dev =
+                    (!u.ah.is_null()).then(|| unsafe { (&raw const (*u.ah).device).read() });
                 if ah_dev != Some(dev) {
                     return Err(EINVAL);
                 }

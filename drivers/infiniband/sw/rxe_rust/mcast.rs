@@ -13,7 +13,6 @@ use crate::{
     param,
     qp::RxeQp, //
 };
-use core::sync::atomic::Ordering::Relaxed;
 use kernel::prelude::*;
 
 /// The Ethernet address a multicast GID maps to (`ipv6_eth_mc_map`), as the C driver maps
@@ -85,7 +84,6 @@ pub(crate) fn attach(dev: &RxeDev, qp: &RxeQp, mgid: &[u8; 16]) -> Result {
     match ret {
         Ok(()) => {
             t.attached += 1;
-            qp.mcast_groups.fetch_add(1, Relaxed);
             Ok(())
         }
         Err(e) => {
@@ -112,7 +110,6 @@ pub(crate) fn detach(dev: &RxeDev, qp: &RxeQp, mgid: &[u8; 16]) -> Result {
     group.qpns.remove(i).map_err(|_| EINVAL)?;
     let empty = group.qpns.is_empty();
     t.attached -= 1;
-    qp.mcast_groups.fetch_sub(1, Relaxed);
     if empty {
         // INVARIANT: No empty group stays.
         let _ = t.groups.remove(pos);

@@ -236,7 +236,7 @@ impl MrOps for RxeMr {
         udata.check_in_empty()?;
         check_access(access)?;
         // Pins the pages: fails with EFAULT for memory the process has not mapped.
-        let umem = Umem::get(pd.device(), start, len, access)?;
+        let umem = Umem::get(pd.device(), udata, start, len, access)?;
         let pd_id = pd.as_raw() as usize;
         register(
             pd,

@@ -177,7 +177,11 @@ impl WorkItem for QpShared {
     type Pointer = Arc<QpShared>;
 
     fn run(this: Arc<QpShared>) {
-        this.worker.timer_fired(this.number());
+        // Not queued (no memory): try again a jiffy later rather than lose the timer, unless
+        // the queue pair is going (its transport is gone, and nothing may set the timer).
+        if this.worker.timer_fired(this.number()).is_err() && this.transport.lock().is_some() {
+            this.arm_timer(1);
+        }
     }
 }
 
@@ -243,7 +247,7 @@ const MAX_SEND_WQE: usize = param::SEND_WQE_SIZE + param::MAX_INLINE_DATA as usi
 const MAX_RECV_WQE: usize = param::RECV_WQE_SIZE + param::MAX_SGE as usize * param::SGE_SIZE;
 
 impl QpShared {
-    /// Sets the timer to fire in `delay`, earlier than a pending later deadline.
+    /// Sets the timer to fire in `delay`, replacing the deadline of a pending one.
     pub(crate) fn arm_timer(self: &Arc<Self>, delay: Jiffies) {
         // A pending timer keeps the reference it was set with: the clone comes back, dropped.
         let _ = workqueue::system_dfl().mod_delayed(self.clone(), delay);
@@ -560,8 +564,6 @@ pub(crate) struct RxeQp {
     max_recv: Option<(u32, u32)>,
     #[pin]
     state: Mutex<KeptAttr>,
-    /// The multicast groups it is attached to: it cannot be destroyed before it leaves them.
-    pub(crate) mcast_groups: AtomicU32,
     qpn: Index<QpShared>,
     /// The rings offered to user space for mapping (send, receive).
     _offers: (Offer, Option<Offer>),
@@ -608,7 +610,7 @@ impl QpOps for RxeQp {
         Ok(qp.query())
     }
 
-    fn destroy(qp: &Qp<Rxe>) -> Result {
+    fn destroy(qp: &Qp<Rxe>) {
         qp.destroy()
     }
 
@@ -769,7 +771,6 @@ impl RxeQp {
                 max_send,
                 max_recv,
                 state <- new_mutex!(KeptAttr { attr }),
-                mcast_groups: AtomicU32::new(0),
                 qpn,
                 _offers: (sq_offer, rq_offer),
                 _count: count,
@@ -861,29 +862,16 @@ impl RxeQp {
         self.qpn.get()
     }
 
-    /// Checks that the queue pair may go (see [`RxeQp::check_destroy`]), then stops its
-    /// transport: when `destroy_qp` returns, the worker no longer runs it.
-    fn destroy(&self) -> Result {
-        self.check_destroy()?;
+    /// Stops the transport: when `destroy_qp` returns, the worker no longer runs it.
+    ///
+    /// A queue pair attached to a multicast group never gets here: the core counts the
+    /// attachments in its use count and refuses the destroy first (IBA o10-2.2.3).
+    fn destroy(&self) {
         // Waits for a run of the worker that is using it.
         *self.shared.transport.lock() = None;
         // Only a run with the transport sets the timer: a pending one fires now, finds nothing,
         // and nothing sets it again.
         self.shared.timer.flush();
-        Ok(())
-    }
-
-    /// Checks that the queue pair may go: not while attached to a multicast group (IBA
-    /// o10-2.2.3).
-    pub(crate) fn check_destroy(&self) -> Result {
-        if self.mcast_groups.load(Relaxed) != 0 {
-            pr_debug!(
-                "QP {} destroyed while attached to multicast groups\n",
-                self.number()
-            );
-            return Err(EBUSY);
-        }
-        Ok(())
     }
 
     /// Reports the attributes and the creation parameters.

@@ -183,7 +183,7 @@ impl SrqOps for RxeSrq {
 
     fn modify(
         srq: &Srq<Rxe>,
-        attr: &mut SrqAttr,
+        attr: &SrqAttr,
         mask: SrqAttrMask,
         udata: &mut UData<'_, Rxe>,
     ) -> Result {
@@ -292,7 +292,7 @@ impl SrqCore {
     }
 
     /// Resizes (`IB_SRQ_MAX_WR`) and/or arms the limit (`IB_SRQ_LIMIT`).
-    fn modify(&self, attr: &mut SrqAttr, mask: SrqAttrMask, udata: &mut UData<'_, Rxe>) -> Result {
+    fn modify(&self, attr: &SrqAttr, mask: SrqAttrMask, udata: &mut UData<'_, Rxe>) -> Result {
         let cmd = if udata.is_user() {
             if udata.inlen() < core::mem::size_of::<ModifySrqCmd>() {
                 return Err(EINVAL);
@@ -339,7 +339,6 @@ impl SrqCore {
                     ring.producer = Some(Producer::resume(new)?);
                 }
                 core::mem::swap(&mut inner.ring, &mut ring);
-                attr.max_wr = inner.ring.capacity();
                 if arm {
                     inner.limit = attr.srq_limit;
                 }

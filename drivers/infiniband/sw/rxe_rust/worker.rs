@@ -192,14 +192,17 @@ impl Worker {
     }
 
     /// Queues the queue pair `qpn`, whose timer fired, for a run.
-    pub(crate) fn timer_fired(self: &Arc<Self>, qpn: u32) {
+    ///
+    /// Fails with `ENOMEM` if it cannot be queued: the caller sets its timer again.
+    pub(crate) fn timer_fired(self: &Arc<Self>, qpn: u32) -> Result {
         {
             let mut p = self.pending.lock();
-            if !p.due.contains(&qpn) && p.due.push(qpn, GFP_ATOMIC).is_err() {
-                return;
+            if !p.due.contains(&qpn) {
+                p.due.push(qpn, GFP_ATOMIC)?;
             }
         }
         self.schedule();
+        Ok(())
     }
 
     /// Sets the timer of `qp` for the earliest deadline of its transport, unless it is set

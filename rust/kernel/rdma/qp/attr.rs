@@ -325,18 +325,26 @@ impl QpInitInfo {
 
 /// A core object with a `device` field.
 trait HasDevice {
-    fn device(&self) -> *mut bindings::ib_device;
+    /// Reads the `device` field of the object at `p`, through the pointer: the core changes
+    /// other fields (use counts) concurrently, so no reference to the object is made.
+    ///
+    /// # Safety
+    ///
+    /// `p` must point to a live object.
+    unsafe fn device(p: *const Self) -> *mut bindings::ib_device;
 }
 
 impl HasDevice for bindings::ib_cq {
-    fn device(&self) -> *mut bindings::ib_device {
-        self.device
+    unsafe fn device(p: *const Self) -> *mut bindings::ib_device {
+        // SAFETY: The caller guarantees `p` is live; `device` is set at creation.
+        unsafe { (&raw const (*p).device).read() }
     }
 }
 
 impl HasDevice for bindings::ib_srq {
-    fn device(&self) -> *mut bindings::ib_device {
-        self.device
+    unsafe fn device(p: *const Self) -> *mut bindings::ib_device {
+        // SAFETY: As above.
+        unsafe { (&raw const (*p).device).read() }
     }
 }
 
@@ -346,9 +354,11 @@ impl HasDevice for bindings::ib_srq {
 ///
 /// `ptr` must be null or point to a live object.
 unsafe fn own_object<O: HasDevice, T: Driver>(ptr: *mut O, dev: &Device<T>) -> Option<*mut O> {
+    if ptr.is_null() {
+        return None;
+    }
     // SAFETY: The caller guarantees a non-null `ptr` is live.
-    let o = unsafe { ptr.as_ref()? };
-    (o.device() == dev.as_raw()).then_some(ptr)
+    (unsafe { O::device(ptr) } == dev.as_raw()).then_some(ptr)
 }
 
 /// The attributes of a `modify_qp` call (`struct ib_qp_attr` and its mask).
