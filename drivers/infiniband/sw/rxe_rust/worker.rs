@@ -211,7 +211,10 @@ impl Worker {
         let Some(deadline) = t.timers.iter().flatten().copied().min() else {
             return;
         };
-        if t.armed == Some(deadline) {
+        // Only an earlier deadline moves the timer: a later one (a retransmit deadline pushed
+        // back by each acknowledgement) waits for the pending timer, which finds nothing due
+        // and sets itself again. That keeps timer reprogramming off the per-packet path.
+        if t.armed.is_some_and(|a| a <= deadline) {
             return;
         }
         t.armed = Some(deadline);
