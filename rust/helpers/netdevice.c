@@ -59,3 +59,8 @@ rust_helper_netdev_notifier_info_to_dev(const struct netdev_notifier_info *info)
 {
 	return netdev_notifier_info_to_dev(info);
 }
+
+__rust_helper unsigned int rust_helper_ll_reserved_space(const struct net_device *dev)
+{
+	return LL_RESERVED_SPACE(dev);
+}

@@ -44,3 +44,8 @@ __rust_helper struct page *rust_helper_sg_page(struct scatterlist *sg)
 {
 	return sg_page(sg);
 }
+
+__rust_helper u16 rust_helper_rdma_get_udp_sport(u32 fl, u32 lqpn, u32 rqpn)
+{
+	return rdma_get_udp_sport(fl, lqpn, rqpn);
+}

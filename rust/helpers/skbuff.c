@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 
 #include <linux/skbuff.h>
+#include <net/dst.h>
 
 __rust_helper unsigned int rust_helper_skb_headlen(const struct sk_buff *skb)
 {
@@ -10,4 +11,75 @@ __rust_helper unsigned int rust_helper_skb_headlen(const struct sk_buff *skb)
 __rust_helper void rust_helper_kfree_skb(struct sk_buff *skb)
 {
 	kfree_skb(skb);
+}
+
+__rust_helper struct sk_buff *rust_helper_alloc_skb(unsigned int size, gfp_t priority)
+{
+	return alloc_skb(size, priority);
+}
+
+__rust_helper void rust_helper_skb_reserve(struct sk_buff *skb, int len)
+{
+	skb_reserve(skb, len);
+}
+
+__rust_helper unsigned int rust_helper_skb_headroom(const struct sk_buff *skb)
+{
+	return skb_headroom(skb);
+}
+
+__rust_helper int rust_helper_skb_tailroom(const struct sk_buff *skb)
+{
+	return skb_tailroom(skb);
+}
+
+__rust_helper void rust_helper_skb_reset_network_header(struct sk_buff *skb)
+{
+	skb_reset_network_header(skb);
+}
+
+__rust_helper void rust_helper_skb_reset_transport_header(struct sk_buff *skb)
+{
+	skb_reset_transport_header(skb);
+}
+
+__rust_helper int rust_helper_skb_network_offset(const struct sk_buff *skb)
+{
+	return skb_network_offset(skb);
+}
+
+__rust_helper int rust_helper_skb_linearize(struct sk_buff *skb)
+{
+	return skb_linearize(skb);
+}
+
+__rust_helper bool rust_helper_skb_cloned(const struct sk_buff *skb)
+{
+	return skb_cloned(skb);
+}
+
+__rust_helper bool rust_helper_skb_is_nonlinear(const struct sk_buff *skb)
+{
+	return skb_is_nonlinear(skb);
+}
+
+__rust_helper void rust_helper_skb_dst_set(struct sk_buff *skb, struct dst_entry *dst)
+{
+	skb_dst_set(skb, dst);
+}
+
+__rust_helper struct dst_entry *rust_helper_dst_clone(struct dst_entry *dst)
+{
+	return dst_clone(dst);
+}
+
+__rust_helper u32 rust_helper_dst_mtu(const struct dst_entry *dst)
+{
+	return dst_mtu(dst);
+}
+
+__rust_helper void *rust_helper_skb_put_data(struct sk_buff *skb, const void *data,
+					     unsigned int len)
+{
+	return skb_put_data(skb, data, len);
 }

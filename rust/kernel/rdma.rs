@@ -153,3 +153,11 @@ pub mod wr;
 
 /// The RoCEv2 UDP destination port (IANA).
 pub const ROCE_V2_UDP_DPORT: u16 = crate::bindings::ROCE_V2_UDP_DPORT as u16;
+
+/// Returns the RoCEv2 UDP source port of a flow (`rdma_get_udp_sport`): from the flow label,
+/// or, if it is zero, from a label derived from the local and remote QP numbers, so that ECMP
+/// spreads queue pairs over paths as hardware does.
+pub fn udp_sport(flow_label: u32, lqpn: u32, rqpn: u32) -> u16 {
+    // SAFETY: A pure function of its arguments.
+    unsafe { crate::bindings::rdma_get_udp_sport(flow_label, lqpn, rqpn) }
+}

@@ -151,6 +151,13 @@ impl NetDevice {
         self.is_up() && unsafe { bindings::netif_carrier_ok(self.as_raw()) }
     }
 
+    /// Returns the head room a buffer needs for this device's link-layer header
+    /// (`LL_RESERVED_SPACE`).
+    pub fn ll_reserved_space(&self) -> u32 {
+        // SAFETY: The device is valid.
+        unsafe { bindings::ll_reserved_space(self.as_raw()) }
+    }
+
     /// Returns a reference on the network namespace the device belongs to now.
     ///
     /// The device may move to another namespace right after: the reference keeps the

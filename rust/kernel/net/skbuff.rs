@@ -4,7 +4,12 @@
 //!
 //! C header: [`include/linux/skbuff.h`](srctree/include/linux/skbuff.h)
 
-use crate::bindings;
+use crate::{
+    alloc::Flags,
+    bindings,
+    error::to_result,
+    prelude::*, //
+};
 use core::ptr::NonNull;
 
 /// An owned socket buffer (`struct sk_buff`).
@@ -13,7 +18,9 @@ use core::ptr::NonNull;
 ///
 /// # Invariants
 ///
-/// `self.0` points to a valid `sk_buff` that this object owns.
+/// `self.0` points to a valid `sk_buff` that this object owns. If its network header offset is
+/// set, every byte from the network header to the end of the linear data is initialised (as in
+/// any buffer the network stack received).
 pub struct SkBuff(NonNull<bindings::sk_buff>);
 
 // SAFETY: An owned `sk_buff` can be handed to and freed from any thread.
@@ -24,7 +31,9 @@ impl SkBuff {
     ///
     /// # Safety
     ///
-    /// `skb` must be a valid socket buffer whose ownership the caller transfers.
+    /// `skb` must be a valid socket buffer whose ownership the caller transfers, and whose bytes
+    /// from its network header (if set) to the end of its linear data are initialised, as in
+    /// any buffer the network stack received.
     pub unsafe fn from_raw(skb: NonNull<bindings::sk_buff>) -> Self {
         // INVARIANT: The caller transfers ownership of a valid buffer.
         Self(skb)
@@ -52,6 +61,48 @@ impl SkBuff {
         unsafe { bindings::skb_headlen(self.as_raw()) }
     }
 
+    /// Frees the buffer as consumed, not dropped (`consume_skb`).
+    pub fn consume(self) {
+        let skb = self.as_raw();
+        core::mem::forget(self);
+        // SAFETY: We owned the buffer and give it up here.
+        unsafe { bindings::consume_skb(skb) };
+    }
+
+    /// Makes the data linear (`skb_linearize`): the paged part, if any, moves into the head,
+    /// which may be reallocated (`GFP_ATOMIC`).
+    pub fn linearize(&mut self) -> Result {
+        // SAFETY: The buffer is valid and owned; linearising keeps the header offsets and the
+        // contents, so the type invariant holds after it.
+        to_result(unsafe { bindings::skb_linearize(self.as_raw()) })
+    }
+
+    /// Returns the linear part of the data (the first [`SkBuff::headlen`] bytes).
+    pub fn data(&self) -> &[u8] {
+        let skb = self.as_raw();
+        // SAFETY: The buffer is valid and owned; its linear data is `headlen` initialised
+        // bytes at `data`, which nothing changes while `self` is borrowed (a clone's holders
+        // only read shared data).
+        unsafe { core::slice::from_raw_parts((*skb).data, bindings::skb_headlen(skb) as usize) }
+    }
+
+    /// Returns the bytes from the network header to the start of the data, if the network
+    /// header is set and lies before the data (a received datagram: the IP header, and any
+    /// header after it that was pulled).
+    pub fn network_header(&self) -> Option<&[u8]> {
+        let skb = self.as_raw();
+        // SAFETY: The buffer is valid and owned.
+        let off = unsafe { bindings::skb_network_offset(skb) };
+        if off >= 0 {
+            return None;
+        }
+        let len = off.unsigned_abs() as usize;
+        // SAFETY: The network header is `len` bytes before `data`, inside the head (offsets are
+        // from `head`, so it cannot start before it), and those bytes are initialised by the
+        // type invariant.
+        Some(unsafe { core::slice::from_raw_parts((*skb).data.sub(len), len) })
+    }
+
     /// Returns the device pointer of the buffer (`skb->dev`), null if none.
     ///
     /// The buffer holds no reference on its device: whoever dereferences the pointer must know
@@ -72,6 +123,122 @@ impl SkBuff {
 }
 
 impl Drop for SkBuff {
+    fn drop(&mut self) {
+        // SAFETY: By the type invariant we own the buffer.
+        unsafe { bindings::kfree_skb(self.as_raw()) };
+    }
+}
+
+/// A socket buffer built here to be sent: linear, not cloned, and writable.
+///
+/// # Invariants
+///
+/// `self.0` points to a valid `sk_buff` that this object owns, that was allocated by
+/// [`TxSkb::alloc`] and is referenced by nothing else; it has no paged data, and every byte
+/// from `data` to `tail` is initialised. Its network and transport headers, once set, point at
+/// or after `data`.
+pub struct TxSkb(NonNull<bindings::sk_buff>);
+
+// SAFETY: An owned `sk_buff` can be handed to and freed from any thread.
+unsafe impl Send for TxSkb {}
+
+impl TxSkb {
+    /// Allocates a buffer with `headroom` bytes for headers to push and room for `len` bytes of
+    /// data to put.
+    pub fn alloc(headroom: u32, len: u32, flags: Flags) -> Result<Self> {
+        let size = headroom.checked_add(len).ok_or(EINVAL)?;
+        // SAFETY: No preconditions.
+        let skb = unsafe { bindings::alloc_skb(size, flags.as_raw()) };
+        let skb = NonNull::new(skb).ok_or(ENOMEM)?;
+        // SAFETY: A new linear buffer has at least `size` bytes of tail room.
+        unsafe { bindings::skb_reserve(skb.as_ptr(), headroom as i32) };
+        // INVARIANT: A new buffer is ours, linear and empty; its header offsets are unset.
+        Ok(Self(skb))
+    }
+
+    /// Returns the raw pointer.
+    pub fn as_raw(&self) -> *mut bindings::sk_buff {
+        self.0.as_ptr()
+    }
+
+    /// Returns the length of the data.
+    pub fn len(&self) -> u32 {
+        // SAFETY: The buffer is valid and owned.
+        unsafe { (*self.as_raw()).len }
+    }
+
+    /// Returns whether the buffer holds no data.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Appends `bytes` to the data; fails with `EINVAL` if there is not enough room.
+    pub fn put_slice(&mut self, bytes: &[u8]) -> Result {
+        // SAFETY: The buffer is valid and owned.
+        let room = unsafe { bindings::skb_tailroom(self.as_raw()) };
+        if usize::try_from(room).map_or(true, |r| r < bytes.len()) {
+            return Err(EINVAL);
+        }
+        // SAFETY: There is room for `bytes.len()` more bytes (checked), which `skb_put_data`
+        // then initialises from `bytes`.
+        unsafe {
+            bindings::skb_put_data(self.as_raw(), bytes.as_ptr().cast(), bytes.len() as u32)
+        };
+        Ok(())
+    }
+
+    /// Prepends `bytes` to the data; fails with `EINVAL` if there is not enough head room.
+    pub fn push_slice(&mut self, bytes: &[u8]) -> Result {
+        // SAFETY: The buffer is valid and owned.
+        let room = unsafe { bindings::skb_headroom(self.as_raw()) };
+        if (room as usize) < bytes.len() {
+            return Err(EINVAL);
+        }
+        // SAFETY: There is head room for `bytes.len()` bytes (checked); the new first bytes
+        // are then initialised from `bytes`, which cannot overlap a buffer we own.
+        unsafe {
+            let dst = bindings::skb_push(self.as_raw(), bytes.len() as u32).cast::<u8>();
+            core::ptr::copy_nonoverlapping(bytes.as_ptr(), dst, bytes.len());
+        }
+        Ok(())
+    }
+
+    /// Returns the data, for writing.
+    pub fn data_mut(&mut self) -> &mut [u8] {
+        let skb = self.as_raw();
+        // SAFETY: By the type invariant the buffer is linear, not shared, and its `len` bytes
+        // at `data` are initialised; `&mut self` makes this the only access.
+        unsafe { core::slice::from_raw_parts_mut((*skb).data, (*skb).len as usize) }
+    }
+
+    /// Sets the network header at the start of the data.
+    pub fn reset_network_header(&mut self) {
+        // SAFETY: The buffer is valid and owned.
+        // INVARIANT: The header is at `data`.
+        unsafe { bindings::skb_reset_network_header(self.as_raw()) };
+    }
+
+    /// Sets the transport header at the start of the data.
+    pub fn reset_transport_header(&mut self) {
+        // SAFETY: The buffer is valid and owned.
+        // INVARIANT: The header is at `data`.
+        unsafe { bindings::skb_reset_transport_header(self.as_raw()) };
+    }
+
+    /// Returns the bytes from the network header to the end of the data, or `None` if the
+    /// network header is not set.
+    pub fn network_bytes_mut(&mut self) -> Option<&mut [u8]> {
+        let skb = self.as_raw();
+        // SAFETY: The buffer is valid and owned.
+        let off = unsafe { bindings::skb_network_offset(skb) };
+        let off = usize::try_from(off).ok()?;
+        // A buffer fresh from `alloc` has its network header at `head`, before the data: the
+        // offset is then negative, which is "not set" here. `data_mut` checks the range.
+        self.data_mut().get_mut(off..)
+    }
+}
+
+impl Drop for TxSkb {
     fn drop(&mut self) {
         // SAFETY: By the type invariant we own the buffer.
         unsafe { bindings::kfree_skb(self.as_raw()) };

@@ -100,6 +100,18 @@ impl AhAttr {
         unsafe { self.0.grh.dgid.raw }
     }
 
+    /// Returns the source GID the core resolved for the vector, or `None` if it lends none
+    /// (a vector a driver kept, whose reference was dropped).
+    pub fn sgid(&self) -> Option<[u8; 16]> {
+        let attr = self.0.grh.sgid_attr;
+        if attr.is_null() {
+            return None;
+        }
+        // SAFETY: By the type invariant a non-null `sgid_attr` is a reference the core holds
+        // for the call that lent `self`; every variant of `union ib_gid` is 16 plain bytes.
+        Some(unsafe { (*attr).gid.raw })
+    }
+
     /// Returns the destination MAC of a RoCE vector, or `None` for another kind.
     pub fn roce_dmac(&self) -> Option<[u8; 6]> {
         if self.0.type_ != bindings::rdma_ah_attr_type_RDMA_AH_ATTR_TYPE_ROCE {

@@ -157,6 +157,32 @@ impl<T: Driver> Device<T> {
         unsafe { NetDevice::from_raw_owned(bindings::ib_device_get_netdev(self.as_raw(), port)) }
     }
 
+    /// Returns whether `gid` is a RoCEv2 GID in the table of `port` (`rdma_find_gid_by_port`).
+    ///
+    /// Safe in atomic context.
+    pub fn has_roce_v2_gid(&self, port: u32, gid: &[u8; 16]) -> bool {
+        let mut g: bindings::ib_gid = pin_init::zeroed();
+        g.raw = *gid;
+        // SAFETY: The device is valid; `g` is valid for the call; a null netdevice matches any.
+        let attr = unsafe {
+            bindings::rdma_find_gid_by_port(
+                self.as_raw(),
+                &g,
+                bindings::ib_gid_type_IB_GID_TYPE_ROCE_UDP_ENCAP,
+                port,
+                core::ptr::null_mut(),
+            )
+        };
+        match crate::error::from_err_ptr(attr.cast_mut()) {
+            Ok(a) if !a.is_null() => {
+                // SAFETY: A found entry comes with a reference, which we drop.
+                unsafe { bindings::rdma_put_gid_attr(a) };
+                true
+            }
+            _ => false,
+        }
+    }
+
     /// Returns the port's Ethernet speed and width as IB rates (`ib_get_eth_speed`).
     pub fn eth_speed(&self, port: u32) -> Result<(u16, u8)> {
         let mut speed = 0u16;

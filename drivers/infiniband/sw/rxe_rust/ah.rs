@@ -11,6 +11,7 @@ use crate::{
         IndexTable, //
     },
     param,
+    tx::Path,
     Rxe, //
 };
 use kernel::{
@@ -36,7 +37,7 @@ pub(crate) struct Av {
     /// The protection domain (its address: an identity, never dereferenced).
     pd: usize,
     grh: GlobalRoute,
-    dmac: [u8; 6],
+    path: Path,
     port_num: u32,
     sl: u8,
 }
@@ -48,9 +49,9 @@ impl Av {
         self.pd
     }
 
-    /// Returns the destination MAC.
-    pub(crate) fn dmac(&self) -> [u8; 6] {
-        self.dmac
+    /// Returns where the handle's packets go.
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
     }
 }
 
@@ -103,7 +104,8 @@ impl AhOps for RxeAh {
             Av {
                 pd: pd.as_raw() as usize,
                 grh,
-                dmac: attr.roce_dmac().unwrap_or_default(),
+                // The core resolves the source GID of every RoCE handle.
+                path: Path::from_ah_attr(attr).ok_or(EINVAL)?,
                 port_num: attr.port_num(),
                 sl: attr.sl(),
             },
@@ -123,7 +125,7 @@ impl AhOps for RxeAh {
     /// Reports the address vector.
     fn query(ah: &Ah<Rxe>, attr: &mut AhAttrSink<'_>) -> Result {
         let av = &ah.av;
-        attr.set_roce(&av.grh, av.dmac, av.port_num, av.sl);
+        attr.set_roce(&av.grh, av.path.dmac, av.port_num, av.sl);
         Ok(())
     }
 }

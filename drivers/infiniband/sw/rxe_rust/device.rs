@@ -208,6 +208,7 @@ impl RxeDev {
             mr_table.clone(),
             ah_table.clone(),
             counters.clone(),
+            ndev.clone(),
             mac,
         )?;
         Ok(try_pin_init!(Self {

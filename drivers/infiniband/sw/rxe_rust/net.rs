@@ -50,10 +50,15 @@ pub(crate) type RoceSockets = SharedSocketsRef<RoceRecv>;
 pub(crate) struct RoceRecv;
 
 impl EncapRecv for RoceRecv {
-    fn recv(skb: SkBuff, _dev: Option<&NetDevice>) {
-        // The transport is not implemented yet: every packet is dropped (and counted as a
-        // drop by the network stack).
-        drop(skb);
+    fn recv(skb: SkBuff, dev: Option<&NetDevice>) {
+        // A datagram that is not for one of our devices, or not a valid packet for it, is
+        // dropped (and counted as a drop by the network stack).
+        let Some(rxe) = dev.and_then(rxe_by_netdev) else {
+            return;
+        };
+        if let Err(why) = crate::rx::receive(&rxe, skb) {
+            pr_debug!("dropped a received packet: {:?}\n", why);
+        }
     }
 }
 

@@ -45,6 +45,7 @@ use crate::{
         roce_type,
         Transport, //
     },
+    tx::Path,
     worker::Worker,
     Rxe, //
 };
@@ -553,6 +554,8 @@ impl QpShared {
 /// The attributes `modify_qp` sets and `query_qp` reports.
 struct KeptAttr {
     attr: QpAttrCopy,
+    /// Where the packets go, from the last primary address vector (RC, UC).
+    path: Path,
 }
 
 /// A queue pair.
@@ -770,7 +773,10 @@ impl RxeQp {
                 sq_sig_all,
                 max_send,
                 max_recv,
-                state <- new_mutex!(KeptAttr { attr }),
+                state <- new_mutex!(KeptAttr {
+                    attr,
+                    path: Path::default(),
+                }),
                 qpn,
                 _offers: (sq_offer, rq_offer),
                 _count: count,
@@ -813,6 +819,13 @@ impl RxeQp {
         }
         check_attr(attr, qp_type)?;
         st.attr.update(|dst| apply(dst, attr));
+        // The source GID is lent for this call only: keep the path now.
+        if let Some(path) = attr.ah_attr().and_then(Path::from_ah_attr) {
+            st.path = path;
+            if let Some(t) = (*self.shared.transport.lock()).as_mut() {
+                t.path = path;
+            }
+        }
         let shared = &self.shared;
         if next != cur {
             match next {
@@ -821,7 +834,14 @@ impl RxeQp {
                 // dropped rather than failing the QP (QP1 included).
                 QpState::Rtr if shared.user => {
                     let sq_read = shared.sq.lock().consumer.index();
-                    let t = Transport::new(shared, self.sq_sig_all, &st.attr, port_mtu, sq_read)?;
+                    let t = Transport::new(
+                        shared,
+                        self.sq_sig_all,
+                        &st.attr,
+                        port_mtu,
+                        sq_read,
+                        st.path,
+                    )?;
                     *shared.transport.lock() = Some(t);
                 }
                 QpState::Rts if cur == QpState::Rtr => {

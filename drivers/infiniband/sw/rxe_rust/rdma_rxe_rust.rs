@@ -14,6 +14,7 @@
 //! - [`verbs`]: what the RDMA core calls;
 //! - [`param`]: the limits and capabilities reported;
 //! - [`icrc`]: the ICRC with the kernel's CRC-32;
+//! - [`tx`], [`rx`]: packets to and from other hosts, in UDP;
 //! - [`roce`]: the RoCEv2 protocol core (wire format, ICRC, transport arithmetic), shared with
 //!   the host test crate `tools/rxe-roce`.
 
@@ -50,6 +51,8 @@ mod transport;
     reason = "the protocol core is wired to the data path in a later step"
 )]
 mod roce;
+mod rx;
+mod tx;
 mod verbs;
 mod worker;
 

@@ -60,9 +60,14 @@ use crate::{
         Counter,
         Counters, //
     },
+    tx::{
+        self,
+        Path, //
+    },
 };
 use core::cell::RefCell;
 use kernel::{
+    net::device::NetDevice,
     prelude::*,
     rdma::{
         cq::{
@@ -116,7 +121,7 @@ pub(crate) struct Transport {
     pub(crate) sq_read: u32,
     taken: RefCell<Taken>,
     /// Where the connected peer is (RC, UC): its MAC decides loopback.
-    dmac: [u8; 6],
+    pub(crate) path: Path,
     /// Armed timers: deadlines in nanoseconds of the device's clock.
     pub(crate) timers: [Option<u64>; 2],
     /// The deadline the queue pair's timer is set for, if any.
@@ -179,6 +184,7 @@ impl Transport {
         attr: &QpAttrCopy,
         port_mtu: IbMtu,
         sq_read: u32,
+        path: Path,
     ) -> Result<KBox<Self>> {
         let cfg = config(
             qp.qp_type,
@@ -194,7 +200,7 @@ impl Transport {
                 qp,
                 sq_read,
                 taken: RefCell::new(Taken::default()),
-                dmac: attr.ah().roce_dmac().unwrap_or_default(),
+                path,
                 timers: [None, None],
                 armed: None,
             },
@@ -232,6 +238,8 @@ pub(crate) struct Env<'a> {
     pub(crate) ahs: &'a AhTable,
     /// The device's counters.
     pub(crate) counters: &'a Counters,
+    /// The netdevice packets to other hosts leave through.
+    pub(crate) ndev: &'a NetDevice,
     /// The netdevice's MAC: a destination with it is this device (loopback).
     pub(crate) own_mac: [u8; 6],
     /// The current time, in nanoseconds of the device's clock.
@@ -269,7 +277,7 @@ pub(crate) fn with_io_budget<R>(
     let Transport {
         qp,
         taken,
-        dmac,
+        path,
         timers,
         ..
     } = t;
@@ -282,7 +290,7 @@ pub(crate) fn with_io_budget<R>(
     let mut io = Io {
         env,
         taken,
-        dmac: *dmac,
+        path: &*path,
         timers,
         tx,
         out,
@@ -446,7 +454,7 @@ impl MemoryAccess for Mem<'_> {
 pub(crate) struct Io<'a> {
     env: &'a Env<'a>,
     taken: &'a RefCell<Taken>,
-    dmac: [u8; 6],
+    path: &'a Path,
     timers: &'a mut [Option<u64>; 2],
     tx: &'a mut KVec<u8>,
     out: &'a mut KVec<Packet>,
@@ -493,20 +501,34 @@ impl Output for Io<'_> {
     }
 
     fn transmit(&mut self, len: usize, dest: Destination) {
-        let dmac = match dest {
-            Destination::Connected => Some(self.dmac),
-            Destination::AddressHandle(n) => self.env.ahs.get(n).map(|av| av.dmac()),
+        let av;
+        let path = match dest {
+            Destination::Connected => self.path,
+            Destination::AddressHandle(n) => match self.env.ahs.get(n) {
+                Some(a) => {
+                    av = a;
+                    av.path()
+                }
+                None => {
+                    self.env.counters.inc(Counter::SendErr);
+                    return;
+                }
+            },
         };
-        let Some(bytes) = self.tx.get(..len) else {
+        let Some(bytes) = self.tx.get_mut(..len) else {
             return;
         };
-        if dmac != Some(self.env.own_mac) {
-            // Only this device is reachable until the network path exists.
-            self.env.counters.inc(Counter::SendErr);
-            return;
-        }
         if let Some(b) = &mut self.budget {
             *b = b.saturating_sub(1);
+        }
+        if path.dmac != self.env.own_mac {
+            // Another host: lost as on a congested link if it cannot go (the requester of a
+            // reliable connection retries), but counted.
+            match tx::send(self.env.ndev, path, self.env.shared.number(), bytes) {
+                Ok(()) => self.env.counters.add(Counter::SentBytes, len as u64),
+                Err(_) => self.env.counters.inc(Counter::SendErr),
+            }
+            return;
         }
         let mut p = KVec::new();
         if p.extend_from_slice(bytes, GFP_KERNEL).is_ok() && self.out.push(p, GFP_KERNEL).is_ok() {

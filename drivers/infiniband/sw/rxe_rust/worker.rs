@@ -40,9 +40,12 @@ use core::sync::atomic::{
     Ordering::Relaxed, //
 };
 use kernel::{
-    impl_has_work, new_mutex, new_spinlock_irq, new_work,
+    impl_has_work,
+    net::device::NetDevice,
+    new_mutex, new_spinlock_irq, new_work,
     prelude::*,
     sync::{
+        aref::ARef,
         Arc,
         Mutex,
         SpinLockIrq, //
@@ -65,6 +68,9 @@ const SEND_BUDGET: usize = 64;
 /// Rounds of a run (each delivers what the one before emitted) before it yields: the rest
 /// goes to the work item, queued again behind other work.
 const ROUNDS: usize = 16;
+
+/// Packets from the wire that may wait for the worker; beyond, they are dropped.
+const MAX_PENDING_PACKETS: usize = 4096;
 
 /// What waits for the worker.
 #[derive(Default)]
@@ -91,6 +97,8 @@ pub(crate) struct Worker {
     mrs: Arc<MrTable>,
     ahs: Arc<AhTable>,
     counters: Arc<Counters>,
+    /// The netdevice the device's packets leave through.
+    ndev: ARef<NetDevice>,
     mac: [u8; 6],
     origin: Instant<Monotonic>,
     /// Set when the device goes, under the `pending` lock: nothing is queued after that.
@@ -121,6 +129,7 @@ impl Worker {
         mrs: Arc<MrTable>,
         ahs: Arc<AhTable>,
         counters: Arc<Counters>,
+        ndev: ARef<NetDevice>,
         mac: [u8; 6],
     ) -> Result<Arc<Self>> {
         Arc::pin_init(
@@ -132,6 +141,7 @@ impl Worker {
                 mrs,
                 ahs,
                 counters,
+                ndev,
                 mac,
                 origin: Instant::now(),
                 dying: AtomicBool::new(false),
@@ -189,6 +199,22 @@ impl Worker {
             self.dying.store(true, Relaxed);
         }
         self.work.flush();
+    }
+
+    /// Queues a packet that arrived from the wire for a run (any context).
+    ///
+    /// Fails with `ENOBUFS` if too many packets wait already, or `ENOMEM`: the packet is lost,
+    /// as on a congested link.
+    pub(crate) fn deliver(self: &Arc<Self>, packet: Packet) -> Result {
+        {
+            let mut p = self.pending.lock();
+            if p.packets.len() >= MAX_PENDING_PACKETS {
+                return Err(ENOBUFS);
+            }
+            p.packets.push(packet, GFP_ATOMIC)?;
+        }
+        self.schedule();
+        Ok(())
     }
 
     /// Queues the queue pair `qpn`, whose timer fired, for a run.
@@ -269,6 +295,7 @@ impl Worker {
             mrs: &self.mrs,
             ahs: &self.ahs,
             counters: &self.counters,
+            ndev: &self.ndev,
             own_mac: self.mac,
             now: self.now(),
         }

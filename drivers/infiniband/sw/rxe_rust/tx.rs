@@ -1,0 +1,193 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Transmit on the wire: a packet the protocol core built goes out in UDP and IP headers,
+//! with its ICRC, through the netdevice's namespace's routes.
+
+use crate::{
+    icrc::KernelCrc32,
+    roce::icrc::{
+        compute,
+        IpHeader,
+        Ipv4Header,
+        Ipv6Header,
+        UdpHeader, //
+    },
+};
+use kernel::{
+    net::{
+        device::NetDevice,
+        route::{
+            select_ipv4_ident,
+            Dst, //
+        },
+        skbuff::TxSkb,
+    },
+    prelude::*,
+    rdma::{
+        ah::AhAttr,
+        udp_sport,
+        ROCE_V2_UDP_DPORT, //
+    },
+};
+use zerocopy::{
+    byteorder::network_endian::U16,
+    FromBytes,
+    IntoBytes, //
+};
+
+/// The ICRC's length, at the end of every packet.
+const ICRC_LEN: usize = 4;
+
+/// IPv4's "don't fragment" flag, in the flags and fragment offset field.
+const IP_DF: u16 = 0x4000;
+
+/// The UDP protocol number.
+const IPPROTO_UDP: u8 = 17;
+
+/// Where the packets of a queue pair or an address handle go: the global route of an
+/// address vector, with the source GID the core resolved for it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Path {
+    /// Source GID: an IPv6 address, or an IPv4-mapped one.
+    pub(crate) sgid: [u8; 16],
+    /// Destination GID.
+    pub(crate) dgid: [u8; 16],
+    /// Destination MAC: our own means this device (loopback).
+    pub(crate) dmac: [u8; 6],
+    /// IPv4 TOS or IPv6 traffic class.
+    pub(crate) traffic_class: u8,
+    /// IPv4 TTL or IPv6 hop limit.
+    pub(crate) hop_limit: u8,
+    /// IPv6 flow label; it also picks the UDP source port.
+    pub(crate) flow_label: u32,
+}
+
+impl Path {
+    /// Returns the path of an address vector the core lends, or `None` without a global
+    /// route.
+    ///
+    /// The core resolves a source GID for every RoCE vector it passes to a driver; without one,
+    /// the stack picks the source address and the ICRC covers zeros.
+    pub(crate) fn from_ah_attr(attr: &AhAttr) -> Option<Self> {
+        if !attr.has_grh() {
+            return None;
+        }
+        let grh = attr.global_route();
+        Some(Self {
+            sgid: attr.sgid().unwrap_or_default(),
+            dgid: grh.dgid,
+            dmac: attr.roce_dmac().unwrap_or_default(),
+            traffic_class: grh.traffic_class,
+            hop_limit: grh.hop_limit,
+            flow_label: grh.flow_label,
+        })
+    }
+}
+
+/// Returns the IPv4 address of an IPv4-mapped GID (`::ffff:a.b.c.d`).
+pub(crate) fn ipv4_of(gid: &[u8; 16]) -> Option<[u8; 4]> {
+    let (prefix, addr) = gid.split_at(12);
+    if prefix != [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff] {
+        return None;
+    }
+    addr.try_into().ok()
+}
+
+/// Sends `packet` (a UDP payload from its BTH to its ICRC, whose four bytes are filled in
+/// here) from queue pair `lqpn` along `path`, out of `ndev`.
+///
+/// Errors: `ENODEV` if the netdevice has left its namespace, a routing error if there is no
+/// route, `ENOBUFS` if the packet was dropped locally, `ENOMEM` if no buffer was left.
+pub(crate) fn send(ndev: &NetDevice, path: &Path, lqpn: u32, packet: &[u8]) -> Result {
+    let len = packet.len();
+    if len < 12 + ICRC_LEN {
+        return Err(EINVAL);
+    }
+    // The destination QP number is in the BTH, bytes 5 to 7.
+    let rqpn = u32::from_be_bytes([0, packet[5], packet[6], packet[7]]);
+    let sport = udp_sport(path.flow_label, lqpn, rqpn);
+    let net = ndev.net().ok_or(ENODEV)?;
+    let v4 = ipv4_of(&path.sgid).zip(ipv4_of(&path.dgid));
+    let dst = match v4 {
+        Some((s, d)) => Dst::output_v4(&net, ndev.ifindex(), s, d)?,
+        None => Dst::output_v6(&net, ndev.ifindex(), &path.sgid, &path.dgid, path.flow_label)?,
+    };
+    let ip_len = if v4.is_some() {
+        core::mem::size_of::<Ipv4Header>()
+    } else {
+        core::mem::size_of::<Ipv6Header>()
+    };
+    let udp_len = u16::try_from(core::mem::size_of::<UdpHeader>() + len).map_err(|_| EINVAL)?;
+    let headroom = ndev.ll_reserved_space() + (ip_len + core::mem::size_of::<UdpHeader>()) as u32;
+    let mut skb = TxSkb::alloc(headroom, len as u32, GFP_ATOMIC)?;
+    skb.put_slice(packet)?;
+    let udp = UdpHeader {
+        source: U16::new(sport),
+        dest: U16::new(ROCE_V2_UDP_DPORT),
+        len: U16::new(udp_len),
+        check: U16::new(0),
+    };
+    skb.push_slice(udp.as_bytes())?;
+    skb.reset_transport_header();
+    match v4 {
+        Some((saddr, daddr)) => {
+            let ip = Ipv4Header {
+                version_ihl: 0x45,
+                tos: path.traffic_class,
+                total_len: U16::new(udp_len + ip_len as u16),
+                id: U16::new(0),
+                frag_off: U16::new(IP_DF),
+                ttl: path.hop_limit,
+                protocol: IPPROTO_UDP,
+                check: U16::new(0),
+                saddr,
+                daddr,
+            };
+            skb.push_slice(ip.as_bytes())?;
+            skb.reset_network_header();
+            // The ICRC covers the identification: it must be final first.
+            select_ipv4_ident(&net, &mut skb)?;
+        }
+        None => {
+            let tc = path.traffic_class;
+            let fl = path.flow_label & 0xf_ffff;
+            let ip = Ipv6Header {
+                version_class_flow: [
+                    0x60 | (tc >> 4),
+                    (tc << 4) | (fl >> 16) as u8,
+                    (fl >> 8) as u8,
+                    fl as u8,
+                ],
+                payload_len: U16::new(udp_len),
+                next_header: IPPROTO_UDP,
+                hop_limit: path.hop_limit,
+                saddr: path.sgid,
+                daddr: path.dgid,
+            };
+            skb.push_slice(ip.as_bytes())?;
+            skb.reset_network_header();
+        }
+    }
+    fill_icrc(skb.data_mut(), ip_len)?;
+    dst.send(&net, skb)
+}
+
+/// Computes the ICRC of the datagram `bytes` (IP header of `ip_len` bytes, UDP header,
+/// packet) into its last four bytes.
+fn fill_icrc(bytes: &mut [u8], ip_len: usize) -> Result {
+    let (headers, packet) = bytes
+        .split_at_mut_checked(ip_len + core::mem::size_of::<UdpHeader>())
+        .ok_or(EINVAL)?;
+    let (ip, udp) = headers.split_at(ip_len);
+    let udp = UdpHeader::ref_from_bytes(udp).map_err(|_| EINVAL)?;
+    let ip = if ip_len == core::mem::size_of::<Ipv4Header>() {
+        IpHeader::V4(Ipv4Header::ref_from_bytes(ip).map_err(|_| EINVAL)?)
+    } else {
+        IpHeader::V6(Ipv6Header::ref_from_bytes(ip).map_err(|_| EINVAL)?)
+    };
+    let covered = packet.len().checked_sub(ICRC_LEN).ok_or(EINVAL)?;
+    let (covered, icrc) = packet.split_at_mut(covered);
+    let crc = compute(&KernelCrc32, ip, udp, covered).ok_or(EINVAL)?;
+    icrc.copy_from_slice(&crc.to_le_bytes());
+    Ok(())
+}
