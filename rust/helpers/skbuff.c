@@ -2,6 +2,7 @@
 
 #include <linux/skbuff.h>
 #include <net/dst.h>
+#include <net/ip6_fib.h>
 
 __rust_helper unsigned int rust_helper_skb_headlen(const struct sk_buff *skb)
 {
@@ -82,4 +83,25 @@ __rust_helper void *rust_helper_skb_put_data(struct sk_buff *skb, const void *da
 					     unsigned int len)
 {
 	return skb_put_data(skb, data, len);
+}
+
+/* consume_skb() is a function or an inline, depending on CONFIG_TRACEPOINTS. */
+__rust_helper void rust_helper_skb_consume(struct sk_buff *skb)
+{
+	consume_skb(skb);
+}
+
+__rust_helper struct dst_entry *rust_helper_dst_check(struct dst_entry *dst, u32 cookie)
+{
+	return dst_check(dst, cookie);
+}
+
+__rust_helper struct net *rust_helper_dst_dev_net_rcu(const struct dst_entry *dst)
+{
+	return dst_dev_net_rcu(dst);
+}
+
+__rust_helper u32 rust_helper_dst_rt6_cookie(const struct dst_entry *dst)
+{
+	return rt6_get_cookie(dst_rt6_info(dst));
 }

@@ -21,8 +21,12 @@ use core::ptr::NonNull;
 ///
 /// # Invariants
 ///
-/// `self.0` points to a valid `dst_entry` on which this object owns a reference.
-pub struct Dst(NonNull<bindings::dst_entry>);
+/// `ptr` points to a valid `dst_entry` on which this object owns a reference; `cookie` is the
+/// value its `check` operation compares (IPv6: `rt6_get_cookie`; IPv4: 0).
+pub struct Dst {
+    ptr: NonNull<bindings::dst_entry>,
+    cookie: u32,
+}
 
 // SAFETY: A held `dst_entry` reference can be used and released from any thread.
 unsafe impl Send for Dst {}
@@ -44,8 +48,11 @@ impl Dst {
         })?;
         let rt = NonNull::new(rt).ok_or(EHOSTUNREACH)?;
         // INVARIANT: The lookup returned a route with a reference we now own; its `dst_entry`
-        // is its first member.
-        Ok(Self(rt.cast()))
+        // is its first member. IPv4 routes ignore the cookie.
+        Ok(Self {
+            ptr: rt.cast(),
+            cookie: 0,
+        })
     }
 
     /// Looks up the IPv6 route from `saddr` to `daddr` out of device `oif` in `net`, for UDP.
@@ -74,23 +81,43 @@ impl Dst {
             )
         })?;
         let dst = NonNull::new(dst).ok_or(EHOSTUNREACH)?;
+        // SAFETY: `dst` is a valid IPv6 route (an `rt6_info`) we hold a reference on.
+        let cookie = unsafe { bindings::dst_rt6_cookie(dst.as_ptr()) };
         // INVARIANT: The lookup returned a route with a reference we now own.
-        Ok(Self(dst))
+        Ok(Self { ptr: dst, cookie })
     }
 
     /// Returns the path MTU of the route.
     pub fn mtu(&self) -> u32 {
         // SAFETY: The entry is valid.
-        unsafe { bindings::dst_mtu(self.0.as_ptr()) }
+        unsafe { bindings::dst_mtu(self.ptr.as_ptr()) }
+    }
+
+    /// Returns whether the route still holds (`dst_check`): a route that changed, or whose
+    /// device went, must be looked up again.
+    pub fn is_valid(&self) -> bool {
+        // SAFETY: The entry is valid and we hold a reference; `cookie` is its own.
+        !unsafe { bindings::dst_check(self.ptr.as_ptr(), self.cookie) }.is_null()
+    }
+
+    /// Runs `f` with the namespace of the route's device, under the RCU read lock that keeps it
+    /// alive.
+    fn with_net<R>(&self, f: impl FnOnce(*mut bindings::net) -> R) -> R {
+        let _guard = crate::sync::rcu::read_lock();
+        // SAFETY: The entry is valid; under the RCU read lock its device and that device's
+        // namespace stay valid (a namespace is freed after a grace period).
+        let net = unsafe { bindings::dst_dev_net_rcu(self.ptr.as_ptr()) };
+        f(net)
     }
 
     /// Sends `skb`, whose network header holds a complete IPv4 or IPv6 header followed by the
-    /// rest of the datagram, along this route (`ip_local_out` or `ip6_local_out` in `net`).
+    /// rest of the datagram, along this route (`ip_local_out` or `ip6_local_out` in the
+    /// namespace of the route's device).
     ///
     /// The stack sets the IP lengths and the IPv4 checksum. `Ok` means the datagram was queued
     /// (perhaps with a congestion notice); `ENOBUFS` that it was dropped locally (a full
     /// queue), another error that it could not be sent. The buffer is consumed in every case.
-    pub fn send(&self, net: &Namespace, mut skb: TxSkb) -> Result {
+    pub fn send(&self, mut skb: TxSkb) -> Result {
         let v6 = match skb.network_bytes_mut() {
             Some(h) if h.len() >= 20 && h[0] >> 4 == 4 => {
                 let ihl = usize::from(h[0] & 0xf) * 4;
@@ -105,18 +132,21 @@ impl Dst {
         let raw = skb.as_raw();
         // The stack owns the buffer from here on, whatever the result.
         core::mem::forget(skb);
-        // SAFETY: `raw` is a valid linear buffer we owned, with a complete IP header at its
-        // network header (checked above), and with no route or socket: `skb_dst_set` gives it a
-        // reference of its own on our entry, and the output functions consume it. A new
-        // buffer's control block is zeroed (`__alloc_skb`), as `IPCB`/`IP6CB` must be.
-        let ret = unsafe {
-            bindings::skb_dst_set(raw, bindings::dst_clone(self.0.as_ptr()));
-            if v6 {
-                bindings::ip6_local_out(net.as_raw(), core::ptr::null_mut(), raw)
-            } else {
-                bindings::ip_local_out(net.as_raw(), core::ptr::null_mut(), raw)
+        let ret = self.with_net(|net| {
+            // SAFETY: `raw` is a valid linear buffer we owned, with a complete IP header at its
+            // network header (checked above), and with no route or socket: `skb_dst_set` gives
+            // it a reference of its own on our entry, and the output functions consume it. A new
+            // buffer's control block is zeroed (`__alloc_skb`), as `IPCB`/`IP6CB` must be.
+            // `net` is valid for the closure (`with_net`).
+            unsafe {
+                bindings::skb_dst_set(raw, bindings::dst_clone(self.ptr.as_ptr()));
+                if v6 {
+                    bindings::ip6_local_out(net, core::ptr::null_mut(), raw)
+                } else {
+                    bindings::ip_local_out(net, core::ptr::null_mut(), raw)
+                }
             }
-        };
+        });
         match ret {
             0 => Ok(()),
             // Queued, with a congestion notice.
@@ -125,39 +155,43 @@ impl Dst {
             r => Err(Error::from_errno(r)),
         }
     }
-}
 
-/// Writes an IPv4 identification into the IPv4 header at the network header of `skb`
-/// (`__ip_select_ident`), as the stack would for a datagram of `net`.
-///
-/// A driver that covers the identification with a checksum of its own (the RoCEv2 ICRC)
-/// calls this before computing it. Fails with `EINVAL` if the network header does not hold
-/// an IPv4 header.
-pub fn select_ipv4_ident(net: &Namespace, skb: &mut TxSkb) -> Result {
-    let h = skb.network_bytes_mut().ok_or(EINVAL)?;
-    if h.len() < 20 || h[0] >> 4 != 4 {
-        return Err(EINVAL);
+    /// Writes an IPv4 identification into the IPv4 header at the network header of `skb`
+    /// (`__ip_select_ident`), as the stack would for a datagram on this route.
+    ///
+    /// A driver that covers the identification with a checksum of its own (the RoCEv2 ICRC)
+    /// calls this before computing it. Fails with `EINVAL` if the network header does not hold
+    /// an IPv4 header.
+    pub fn select_ipv4_ident(&self, skb: &mut TxSkb) -> Result {
+        let h = skb.network_bytes_mut().ok_or(EINVAL)?;
+        if h.len() < 20 || h[0] >> 4 != 4 {
+            return Err(EINVAL);
+        }
+        self.with_net(|net| {
+            // SAFETY: `h` holds at least a whole IPv4 header (checked) that we may write: the
+            // function writes only its `id`, and reads nothing past the header. `net` is valid
+            // for the closure (`with_net`).
+            unsafe { bindings::__ip_select_ident(net, h.as_mut_ptr().cast(), 1) }
+        });
+        Ok(())
     }
-    // SAFETY: `h` holds at least a whole IPv4 header (checked) that we may write: the
-    // function writes only its `id`, and reads nothing past the header.
-    unsafe {
-        bindings::__ip_select_ident(net.as_raw(), h.as_mut_ptr().cast(), 1);
-    }
-    Ok(())
 }
 
 impl Clone for Dst {
     fn clone(&self) -> Self {
         // SAFETY: The entry is valid and we hold a reference, so taking another is allowed.
-        unsafe { bindings::dst_clone(self.0.as_ptr()) };
+        unsafe { bindings::dst_clone(self.ptr.as_ptr()) };
         // INVARIANT: We took a reference for the new object.
-        Self(self.0)
+        Self {
+            ptr: self.ptr,
+            cookie: self.cookie,
+        }
     }
 }
 
 impl Drop for Dst {
     fn drop(&mut self) {
         // SAFETY: By the type invariant we own a reference.
-        unsafe { bindings::dst_release(self.0.as_ptr()) };
+        unsafe { bindings::dst_release(self.ptr.as_ptr()) };
     }
 }

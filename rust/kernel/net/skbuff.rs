@@ -66,7 +66,7 @@ impl SkBuff {
         let skb = self.as_raw();
         core::mem::forget(self);
         // SAFETY: We owned the buffer and give it up here.
-        unsafe { bindings::consume_skb(skb) };
+        unsafe { bindings::skb_consume(skb) };
     }
 
     /// Makes the data linear (`skb_linearize`): the paged part, if any, moves into the head,

@@ -62,7 +62,8 @@ use crate::{
     },
     tx::{
         self,
-        Path, //
+        Path,
+        RouteCache, //
     },
 };
 use core::cell::RefCell;
@@ -122,6 +123,8 @@ pub(crate) struct Transport {
     taken: RefCell<Taken>,
     /// Where the connected peer is (RC, UC): its MAC decides loopback.
     pub(crate) path: Path,
+    /// The route the last packet to another host took.
+    route: RouteCache,
     /// Armed timers: deadlines in nanoseconds of the device's clock.
     pub(crate) timers: [Option<u64>; 2],
     /// The deadline the queue pair's timer is set for, if any.
@@ -201,6 +204,7 @@ impl Transport {
                 sq_read,
                 taken: RefCell::new(Taken::default()),
                 path,
+                route: None,
                 timers: [None, None],
                 armed: None,
             },
@@ -278,6 +282,7 @@ pub(crate) fn with_io_budget<R>(
         qp,
         taken,
         path,
+        route,
         timers,
         ..
     } = t;
@@ -291,6 +296,7 @@ pub(crate) fn with_io_budget<R>(
         env,
         taken,
         path: &*path,
+        route,
         timers,
         tx,
         out,
@@ -455,6 +461,7 @@ pub(crate) struct Io<'a> {
     env: &'a Env<'a>,
     taken: &'a RefCell<Taken>,
     path: &'a Path,
+    route: &'a mut RouteCache,
     timers: &'a mut [Option<u64>; 2],
     tx: &'a mut KVec<u8>,
     out: &'a mut KVec<Packet>,
@@ -524,7 +531,8 @@ impl Output for Io<'_> {
         if path.dmac != self.env.own_mac {
             // Another host: lost as on a congested link if it cannot go (the requester of a
             // reliable connection retries), but counted.
-            match tx::send(self.env.ndev, path, self.env.shared.number(), bytes) {
+            let lqpn = self.env.shared.number();
+            match tx::send(self.env.ndev, self.route, path, lqpn, bytes) {
                 Ok(()) => self.env.counters.add(Counter::SentBytes, len as u64),
                 Err(_) => self.env.counters.inc(Counter::SendErr),
             }

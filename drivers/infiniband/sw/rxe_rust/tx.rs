@@ -16,10 +16,7 @@ use crate::{
 use kernel::{
     net::{
         device::NetDevice,
-        route::{
-            select_ipv4_ident,
-            Dst, //
-        },
+        route::Dst,
         skbuff::TxSkb,
     },
     prelude::*,
@@ -93,12 +90,40 @@ pub(crate) fn ipv4_of(gid: &[u8; 16]) -> Option<[u8; 4]> {
     addr.try_into().ok()
 }
 
+/// The route a queue pair used last, and the path it leads along.
+pub(crate) type RouteCache = Option<(Path, Dst)>;
+
+/// Returns the route for `path` out of `ndev`: the cached one while it holds, else a new one,
+/// which replaces it.
+fn route<'a>(cache: &'a mut RouteCache, ndev: &NetDevice, path: &Path) -> Result<&'a Dst> {
+    if cache
+        .as_ref()
+        .is_some_and(|(p, dst)| p == path && dst.is_valid())
+    {
+        return cache.as_ref().map(|(_, dst)| dst).ok_or(EINVAL);
+    }
+    *cache = None;
+    let net = ndev.net().ok_or(ENODEV)?;
+    let dst = match ipv4_of(&path.sgid).zip(ipv4_of(&path.dgid)) {
+        Some((s, d)) => Dst::output_v4(&net, ndev.ifindex(), s, d)?,
+        None => Dst::output_v6(&net, ndev.ifindex(), &path.sgid, &path.dgid, path.flow_label)?,
+    };
+    Ok(&cache.insert((*path, dst)).1)
+}
+
 /// Sends `packet` (a UDP payload from its BTH to its ICRC, whose four bytes are filled in
-/// here) from queue pair `lqpn` along `path`, out of `ndev`.
+/// here) from queue pair `lqpn` along `path`, out of `ndev`, by the route in `cache` if it
+/// still holds.
 ///
 /// Errors: `ENODEV` if the netdevice has left its namespace, a routing error if there is no
 /// route, `ENOBUFS` if the packet was dropped locally, `ENOMEM` if no buffer was left.
-pub(crate) fn send(ndev: &NetDevice, path: &Path, lqpn: u32, packet: &[u8]) -> Result {
+pub(crate) fn send(
+    ndev: &NetDevice,
+    cache: &mut RouteCache,
+    path: &Path,
+    lqpn: u32,
+    packet: &[u8],
+) -> Result {
     let len = packet.len();
     if len < 12 + ICRC_LEN {
         return Err(EINVAL);
@@ -106,12 +131,8 @@ pub(crate) fn send(ndev: &NetDevice, path: &Path, lqpn: u32, packet: &[u8]) -> R
     // The destination QP number is in the BTH, bytes 5 to 7.
     let rqpn = u32::from_be_bytes([0, packet[5], packet[6], packet[7]]);
     let sport = udp_sport(path.flow_label, lqpn, rqpn);
-    let net = ndev.net().ok_or(ENODEV)?;
     let v4 = ipv4_of(&path.sgid).zip(ipv4_of(&path.dgid));
-    let dst = match v4 {
-        Some((s, d)) => Dst::output_v4(&net, ndev.ifindex(), s, d)?,
-        None => Dst::output_v6(&net, ndev.ifindex(), &path.sgid, &path.dgid, path.flow_label)?,
-    };
+    let dst = route(cache, ndev, path)?;
     let ip_len = if v4.is_some() {
         core::mem::size_of::<Ipv4Header>()
     } else {
@@ -146,7 +167,7 @@ pub(crate) fn send(ndev: &NetDevice, path: &Path, lqpn: u32, packet: &[u8]) -> R
             skb.push_slice(ip.as_bytes())?;
             skb.reset_network_header();
             // The ICRC covers the identification: it must be final first.
-            select_ipv4_ident(&net, &mut skb)?;
+            dst.select_ipv4_ident(&mut skb)?;
         }
         None => {
             let tc = path.traffic_class;
@@ -169,7 +190,7 @@ pub(crate) fn send(ndev: &NetDevice, path: &Path, lqpn: u32, packet: &[u8]) -> R
         }
     }
     fill_icrc(skb.data_mut(), ip_len)?;
-    dst.send(&net, skb)
+    dst.send(skb)
 }
 
 /// Computes the ICRC of the datagram `bytes` (IP header of `ip_len` bytes, UDP header,
