@@ -1,0 +1,414 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# Traffic across a wire, not loopback: two network namespaces joined by a
+# veth pair, an RDMA device on each side (rxeA on vA in A, rxeB on vB in B),
+# against each driver in turn (the C driver rdma_rxe first: it proves the
+# test). ibv_{rc,uc,ud}_pingpong -c over the RoCE v2 GIDs of the IPv4 and
+# of the IPv6 addresses, and ib_{write,read,send,atomic}_bw over the IPv4
+# GID: server in A, client in B (connecting over TCP to A's IPv4 address),
+# every run bounded by a time-out, both exit codes checked. Then both
+# devices' sent_pkts and rcvd_pkts must have grown.
+#
+# Usage: rxe_rust_veth.sh [DRIVER...]  (default: rdma_rxe rdma_rxe_rust)
+
+source "$(dirname "$0")/rxe_rust_lib.sh"
+
+NS_A=rxe_veth_a
+NS_B=rxe_veth_b
+VETH_A=vA
+VETH_B=vB
+DEV_A=rxeA
+DEV_B=rxeB
+IP4_A=10.77.0.1
+IP4_B=10.77.0.2
+IP6_A=fd77::1
+IP6_B=fd77::2
+# The same addresses as the GID table shows them in sysfs.
+GID4_A=0000:0000:0000:0000:0000:ffff:0a4d:0001
+GID4_B=0000:0000:0000:0000:0000:ffff:0a4d:0002
+GID6_A=fd77:0000:0000:0000:0000:0000:0000:0001
+GID6_B=fd77:0000:0000:0000:0000:0000:0000:0002
+RUN_TIMEOUT=60
+ITERS=100
+PERF_ITERS=200
+# After this many runs in a row time out on one driver, its remaining runs
+# are reported failed without running (a driver without a wire path would
+# otherwise cost a time-out per run).
+MAX_TIMEOUTS=2
+BAD_LOG='WARNING:|BUG:|Oops|general protection|refcount_t:|list_(add|del) corruption|UBSAN|KASAN|INFO: task .* blocked'
+# Checks per driver (the plan is fixed: every check prints its line).
+CHECKS=20
+
+DRIVERS=("$@")
+[ ${#DRIVERS[@]} -eq 0 ] && DRIVERS=($RXE_C $RXE_RUST)
+
+tmp=$(mktemp -d)
+PORT=18600
+
+# Set when a command could not be stopped (stuck in the kernel): nothing
+# that waits on the devices (link del, rmmod) runs after that.
+WEDGED=
+
+teardown_steps() {
+	rdma link del $DEV_A 2>/dev/null
+	rdma link del $DEV_B 2>/dev/null
+	ip netns del $NS_A 2>/dev/null
+	ip netns del $NS_B 2>/dev/null
+	unload_all
+}
+teardown() {
+	[ -n "$WEDGED" ] || bounded 120 teardown_steps
+}
+cleanup() {
+	teardown
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+# Kernel log lines since the marker $1 was written to /dev/kmsg.
+log_since() {
+	dmesg | awk -v m="$1" 'index($0, m) { buf = ""; next } { buf = buf $0 "\n" } END { printf "%s", buf }'
+}
+
+port_state() {
+	rdma link show "$1/1" | grep -q "state $2"
+}
+
+# Loads driver $1; namespaces A and B joined by vA/vB with IPv4 and IPv6
+# addresses; rxeA on vA (added in A), rxeB on vB (added in B), ports ACTIVE.
+setup() {
+	modprobe "$1" &&
+		ip netns add $NS_A && ip netns add $NS_B &&
+		ip link add $VETH_A netns $NS_A type veth peer name $VETH_B netns $NS_B &&
+		ip -n $NS_A link set lo up && ip -n $NS_B link set lo up &&
+		ip -n $NS_A addr add $IP4_A/24 dev $VETH_A &&
+		ip -n $NS_B addr add $IP4_B/24 dev $VETH_B &&
+		ip -n $NS_A -6 addr add $IP6_A/64 dev $VETH_A nodad &&
+		ip -n $NS_B -6 addr add $IP6_B/64 dev $VETH_B nodad &&
+		ip -n $NS_A link set $VETH_A up && ip -n $NS_B link set $VETH_B up &&
+		ip netns exec $NS_A rdma link add $DEV_A type rxe netdev $VETH_A &&
+		ip netns exec $NS_B rdma link add $DEV_B type rxe netdev $VETH_B &&
+		wait_for port_state $DEV_A ACTIVE && wait_for port_state $DEV_B ACTIVE &&
+		ip netns exec $NS_B ping -c 1 -W 5 $IP4_A >/dev/null &&
+		ip netns exec $NS_B ping -c 1 -W 5 $IP6_A >/dev/null
+}
+
+# Prints the GID table of device $1 (index, type, GID), empty entries aside.
+gid_table() {
+	local base=/sys/class/infiniband/$1/ports/1 f g
+	grep -vx 0000:0000:0000:0000:0000:0000:0000:0000 "$base"/gids/* 2>/dev/null |
+		while IFS= read -r f; do
+			g=${f#*gids/}
+			echo "$1 gid ${g%%:*} $(cat "$base/gid_attrs/types/${g%%:*}" 2>/dev/null): ${g#*:}"
+		done | sort -n -k3
+}
+
+counter() {
+	cat "/sys/class/infiniband/$1/ports/1/hw_counters/$2" 2>/dev/null
+}
+
+# Succeeds once namespace $1 has a TCP listener on port $2.
+listening() {
+	ip netns exec "$1" ss -Hltn "sport = :$2" | grep -q .
+}
+
+alive() {
+	[ -n "$1" ] && kill -0 "$1" 2>/dev/null
+}
+
+# Process $1 (a timeout(1), as ip netns exec runs it) and its child, the
+# program: state, wait channel, kernel stack.
+proc_state() {
+	local p
+	for p in $1 $(pgrep -P "$1"); do
+		ps -o pid=,stat=,wchan:32=,args= -p "$p" 2>/dev/null
+		sed 's/^/    /' "/proc/$p/stack" 2>/dev/null
+	done
+}
+
+# Stops what is left of processes $@ and their children (TERM, then KILL
+# after 10 s); fails if one is still there 10 s after that (stuck in the
+# kernel), printing it.
+stop_all() {
+	local p i left
+	for p in "$@"; do
+		alive "$p" && kill "$p" $(pgrep -P "$p") 2>/dev/null
+	done
+	for i in $(seq 100); do
+		left=
+		for p in "$@"; do
+			alive "$p" && left="$left $p"
+		done
+		[ -z "$left" ] && return 0
+		if [ "$i" = 50 ]; then
+			for p in $left; do
+				kill -KILL "$p" $(pgrep -P "$p") 2>/dev/null
+			done
+		fi
+		sleep 0.2
+	done
+	echo "still there 10 s after SIGKILL:"
+	for p in $left; do
+		proc_state "$p"
+	done
+	return 1
+}
+
+# Runs "$@" for at most $1 s. A command still there then is killed; one
+# that does not die (stuck in the kernel) is left behind, printed, and sets
+# WEDGED.
+bounded() {
+	local t=$1 pid
+	shift
+	"$@" &
+	pid=$!
+	local end=$((SECONDS + t))
+	while alive $pid && [ $SECONDS -lt $end ]; do
+		sleep 0.2
+	done
+	if alive $pid; then
+		echo "$1: still running after $t s"
+		if ! stop_all $pid; then
+			WEDGED=1
+			return 124
+		fi
+	fi
+	wait $pid
+}
+
+# One exchange across the veth, on a new TCP port: "$4 ... -p PORT -d rxeA
+# $1 $2" as the server in A, then the same with rxeB, $1 $3 and A's IPv4
+# address as the client in B. $1 is the program's GID index option, $2 and
+# $3 the GID indexes of A and B. Succeeds if both sides exit 0 within
+# RUN_TIMEOUT s; otherwise prints why, and both sides' output. Sets RAN_OUT
+# when a side ran out of time (its state is printed before it is stopped),
+# STUCK when a side could not be stopped.
+across() {
+	local gopt=$1 ga=$2 gb=$3 port spid cpid= rs=- rc=- deadline
+	shift 3
+	port=$((PORT += 1))
+	if ! command -v "$1" >/dev/null; then
+		echo "$1 is not installed (scripts/install-deps installs it)"
+		return 1
+	fi
+	# timeout(1) is the backstop: the loop below stops both sides first.
+	ip netns exec $NS_A timeout -k 5 $((RUN_TIMEOUT + 30)) \
+		"$@" -p $port -d $DEV_A $gopt "$ga" >"$tmp/server" 2>&1 &
+	spid=$!
+	: >"$tmp/client"
+	deadline=$((SECONDS + 30))
+	while ! listening $NS_A $port && alive $spid && [ $SECONDS -lt $deadline ]; do
+		sleep 0.1
+	done
+	if listening $NS_A $port; then
+		ip netns exec $NS_B timeout -k 5 $((RUN_TIMEOUT + 30)) \
+			"$@" -p $port -d $DEV_B $gopt "$gb" $IP4_A >"$tmp/client" 2>&1 &
+		cpid=$!
+	else
+		echo "the server is not listening on TCP port $port (it exited, or 30 s passed)"
+	fi
+	deadline=$((SECONDS + RUN_TIMEOUT))
+	# Until both sides end. No client: nothing to wait for. A client that
+	# failed leaves its server waiting for a peer: stop it.
+	while [ -n "$cpid" ]; do
+		if [ "$rc" = - ] && ! alive $cpid; then
+			wait $cpid
+			rc=$?
+			[ $rc -ne 0 ] && break
+		fi
+		[ "$rc" != - ] && ! alive $spid && break
+		if [ $SECONDS -ge $deadline ]; then
+			RAN_OUT=1
+			echo "still running after $RUN_TIMEOUT s:"
+			alive $spid && proc_state $spid
+			alive $cpid && proc_state $cpid
+			break
+		fi
+		sleep 0.2
+	done
+	if ! stop_all $spid $cpid; then
+		STUCK=1
+		return 1
+	fi
+	[ -n "$cpid" ] && [ "$rc" = - ] && { wait $cpid; rc=$?; }
+	wait $spid
+	rs=$?
+	[ "$rc" = 0 ] && [ $rs -eq 0 ] && [ -z "$RAN_OUT" ] && return 0
+	echo "server (in $NS_A) exit $rs, client (in $NS_B) exit $rc"
+	echo "server: $* -p $port -d $DEV_A $gopt $ga"
+	tail -n 15 "$tmp/server" | sed 's/^/server| /'
+	echo "client: $* -p $port -d $DEV_B $gopt $gb $IP4_A"
+	tail -n 15 "$tmp/client" | sed 's/^/client| /'
+	return 1
+}
+
+# Reports one check of driver $DRV: $1 the description, then the command,
+# run in this shell (PORT, GA4..., RAN_OUT, STUCK, WEDGED persist); its
+# output becomes KTAP comments. Nothing runs once NOT_RUN
+# holds a reason: the check fails with it. MAX_TIMEOUTS runs in a row that
+# time out set NOT_RUN.
+run_check() {
+	local desc="$DRV: $1" start
+	shift
+	if [ -n "$NOT_RUN" ]; then
+		echo "# not run: $NOT_RUN"
+		ktap_test_fail "$desc"
+		return
+	fi
+	start=$SECONDS
+	RAN_OUT= STUCK=
+	if "$@" >"$tmp/out" 2>&1; then
+		sed 's/^/# /' "$tmp/out"
+		echo "# $((SECONDS - start)) s"
+		ktap_test_pass "$desc"
+		TIMEOUTS=0
+		return
+	fi
+	sed 's/^/# /' "$tmp/out"
+	if [ -n "$RAN_OUT$STUCK$WEDGED" ]; then
+		log_since "$MARKER" | tail -n 40 | sed 's/^/# dmesg: /'
+	fi
+	ktap_test_fail "$desc"
+	if [ -n "$STUCK$WEDGED" ]; then
+		WEDGED=1
+		NOT_RUN="a process is stuck in the kernel"
+	elif [ -n "$RAN_OUT" ]; then
+		TIMEOUTS=$((TIMEOUTS + 1))
+		[ $TIMEOUTS -ge $MAX_TIMEOUTS ] &&
+			NOT_RUN="$TIMEOUTS runs in a row timed out on $DRV"
+	else
+		TIMEOUTS=0
+	fi
+}
+
+# The index of device $2's RoCE v2 GID $3 in the GID tables $1.
+gid_in() {
+	awk -v d="$2" -v g="$3" '$1 == d && $NF == g && / RoCE v2: / { print $3; exit }' <<<"$1"
+}
+
+# Sets GA4, GB4, GA6, GB6: the indexes of the RoCE v2 GIDs of A's and B's
+# IPv4 and IPv6 addresses (the core fills the tables in the background:
+# up to 10 s). Prints both GID tables; fails if a GID is missing.
+find_gids() {
+	local tables i=0
+	while :; do
+		tables=$(gid_table $DEV_A; gid_table $DEV_B)
+		GA4=$(gid_in "$tables" $DEV_A $GID4_A)
+		GB4=$(gid_in "$tables" $DEV_B $GID4_B)
+		GA6=$(gid_in "$tables" $DEV_A $GID6_A)
+		GB6=$(gid_in "$tables" $DEV_B $GID6_B)
+		[ -n "$GA4" ] && [ -n "$GB4" ] && [ -n "$GA6" ] && [ -n "$GB6" ] && break
+		i=$((i + 1))
+		if [ $i -ge 20 ]; then
+			printf '%s\n' "$tables"
+			[ -z "$GA4" ] && echo "$DEV_A has no RoCE v2 GID $GID4_A"
+			[ -z "$GB4" ] && echo "$DEV_B has no RoCE v2 GID $GID4_B"
+			[ -z "$GA6" ] && echo "$DEV_A has no RoCE v2 GID $GID6_A"
+			[ -z "$GB6" ] && echo "$DEV_B has no RoCE v2 GID $GID6_B"
+			return 1
+		fi
+		sleep 0.5
+	done
+	printf '%s\n' "$tables"
+}
+
+# Succeeds if counter $2 of device $1 grew past $3.
+grew() {
+	local now
+	now=$(counter "$1" "$2") || return 1
+	echo "$1 $2: ${3:-?} -> $now"
+	[ -n "$3" ] && [ "$now" -gt "$3" ]
+}
+
+# Succeeds if device $1's sent_pkts grew past $2 and its rcvd_pkts past $3;
+# prints all its port counters.
+counters_grew() {
+	local ok=0
+	grew "$1" sent_pkts "$2" || ok=1
+	grew "$1" rcvd_pkts "$3" || ok=1
+	rdma statistic show link "$1/1"
+	return $ok
+}
+
+run_driver() {
+	local fam ga gb out setup_failed fails
+	DRV=$1
+	NOT_RUN=
+	TIMEOUTS=0
+	MARKER="rxe_rust_veth: start $DRV $$"
+	echo "$MARKER" >/dev/kmsg
+	[ -z "$WEDGED" ] && teardown
+	[ -n "$WEDGED" ] && NOT_RUN="a process of an earlier run is stuck in the kernel"
+
+	fails=$KTAP_CNT_FAIL
+	run_check "set up $NS_A/$NS_B, veth $VETH_A/$VETH_B, $DEV_A in $NS_A, $DEV_B in $NS_B" \
+		bounded 120 setup "$DRV"
+	[ -z "$NOT_RUN" ] && [ "$KTAP_CNT_FAIL" != "$fails" ] && NOT_RUN="the setup failed"
+	GA4= GB4= GA6= GB6=
+	fails=$KTAP_CNT_FAIL
+	run_check "RoCE v2 GIDs of the IPv4 and IPv6 addresses on both devices" find_gids
+	[ -z "$NOT_RUN" ] && [ "$KTAP_CNT_FAIL" != "$fails" ] && NOT_RUN="no GID index"
+	setup_failed=$NOT_RUN
+
+	local sa= ra= sb= rb=
+	if [ -z "$NOT_RUN" ]; then
+		sa=$(counter $DEV_A sent_pkts) ra=$(counter $DEV_A rcvd_pkts)
+		sb=$(counter $DEV_B sent_pkts) rb=$(counter $DEV_B rcvd_pkts)
+	fi
+
+	for fam in IPv4 IPv6; do
+		if [ $fam = IPv4 ]; then
+			ga=$GA4 gb=$GB4
+		else
+			ga=$GA6 gb=$GB6
+		fi
+		run_check "ibv_rc_pingpong -s 1 over the $fam GID" \
+			across -g "$ga" "$gb" ibv_rc_pingpong -c -s 1 -n $ITERS
+		run_check "ibv_rc_pingpong -s 4096 over the $fam GID" \
+			across -g "$ga" "$gb" ibv_rc_pingpong -c -s 4096 -n $ITERS
+		run_check "ibv_uc_pingpong -s 1 over the $fam GID" \
+			across -g "$ga" "$gb" ibv_uc_pingpong -c -s 1 -n $ITERS
+		run_check "ibv_uc_pingpong -s 4096 over the $fam GID" \
+			across -g "$ga" "$gb" ibv_uc_pingpong -c -s 4096 -n $ITERS
+		run_check "ibv_ud_pingpong -s 1024 over the $fam GID" \
+			across -g "$ga" "$gb" ibv_ud_pingpong -c -s 1024 -n $ITERS
+	done
+	run_check "ib_write_bw -s 4096 over the IPv4 GID" \
+		across -x "$GA4" "$GB4" ib_write_bw -F -n $PERF_ITERS -s 4096
+	run_check "ib_read_bw -s 4096 over the IPv4 GID" \
+		across -x "$GA4" "$GB4" ib_read_bw -F -n $PERF_ITERS -s 4096
+	run_check "ib_send_bw -s 4096 over the IPv4 GID" \
+		across -x "$GA4" "$GB4" ib_send_bw -F -n $PERF_ITERS -s 4096
+	run_check "ib_atomic_bw over the IPv4 GID" \
+		across -x "$GA4" "$GB4" ib_atomic_bw -F -n $PERF_ITERS
+
+	# The counters tell whether the packets went through each device;
+	# reading them needs only the devices.
+	NOT_RUN=$setup_failed
+	run_check "$DEV_A sent_pkts and rcvd_pkts grew" counters_grew $DEV_A "$sa" "$ra"
+	run_check "$DEV_B sent_pkts and rcvd_pkts grew" counters_grew $DEV_B "$sb" "$rb"
+
+	# Deleting the links waits for every user of the devices to go.
+	NOT_RUN=
+	[ -n "$WEDGED" ] && NOT_RUN="a process is stuck in the kernel"
+	run_check "rdma link del $DEV_A $DEV_B, ip netns del, rmmod $DRV" \
+		bounded 120 bash -c "rdma link del $DEV_A && rdma link del $DEV_B &&
+			ip netns del $NS_A && ip netns del $NS_B && rmmod $DRV"
+	teardown
+
+	out=$(log_since "$MARKER" | grep -E "$BAD_LOG")
+	if [ -n "$out" ]; then
+		printf '%s\n' "$out" | sed 's/^/# /'
+		ktap_test_fail "$DRV: no kernel warning"
+	else
+		ktap_test_pass "$DRV: no kernel warning"
+	fi
+}
+
+ktap_print_header
+ktap_set_plan $((CHECKS * ${#DRIVERS[@]}))
+for drv in "${DRIVERS[@]}"; do
+	run_driver "$drv"
+done
+ktap_finished
