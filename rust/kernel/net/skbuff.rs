@@ -181,9 +181,7 @@ impl TxSkb {
         }
         // SAFETY: There is room for `bytes.len()` more bytes (checked), which `skb_put_data`
         // then initialises from `bytes`.
-        unsafe {
-            bindings::skb_put_data(self.as_raw(), bytes.as_ptr().cast(), bytes.len() as u32)
-        };
+        unsafe { bindings::skb_put_data(self.as_raw(), bytes.as_ptr().cast(), bytes.len() as u32) };
         Ok(())
     }
 

@@ -7,6 +7,7 @@
 
 use crate::{
     icrc::KernelCrc32,
+    param,
     roce::{
         icrc::{
             IpHeader,
@@ -16,7 +17,6 @@ use crate::{
         },
         packet::parse,
     },
-    param,
     tx::ipv4_of,
     Rxe, //
 };

@@ -14,11 +14,7 @@ use crate::{
     },
 };
 use kernel::{
-    net::{
-        device::NetDevice,
-        route::Dst,
-        skbuff::TxSkb,
-    },
+    net::{device::NetDevice, route::Dst, skbuff::TxSkb},
     prelude::*,
     rdma::{
         ah::AhAttr,
@@ -106,7 +102,13 @@ fn route<'a>(cache: &'a mut RouteCache, ndev: &NetDevice, path: &Path) -> Result
     let net = ndev.net().ok_or(ENODEV)?;
     let dst = match ipv4_of(&path.sgid).zip(ipv4_of(&path.dgid)) {
         Some((s, d)) => Dst::output_v4(&net, ndev.ifindex(), s, d)?,
-        None => Dst::output_v6(&net, ndev.ifindex(), &path.sgid, &path.dgid, path.flow_label)?,
+        None => Dst::output_v6(
+            &net,
+            ndev.ifindex(),
+            &path.sgid,
+            &path.dgid,
+            path.flow_label,
+        )?,
     };
     Ok(&cache.insert((*path, dst)).1)
 }
