@@ -13,7 +13,8 @@ use crate::{
             IpHeader,
             Ipv4Header,
             Ipv6Header,
-            UdpHeader, //
+            UdpHeader,
+            IPPROTO_UDP, //
         },
         packet::parse,
     },
@@ -26,9 +27,6 @@ use kernel::{
     rdma::device::Device, //
 };
 use zerocopy::FromBytes;
-
-/// The UDP protocol number.
-const IPPROTO_UDP: u8 = 17;
 
 /// Why a received datagram was dropped.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

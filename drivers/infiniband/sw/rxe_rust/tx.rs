@@ -11,6 +11,8 @@ use crate::{
         Ipv4Header,
         Ipv6Header,
         UdpHeader, //
+        ICRC_LEN,
+        IPPROTO_UDP,
     },
 };
 use kernel::{
@@ -28,14 +30,8 @@ use zerocopy::{
     IntoBytes, //
 };
 
-/// The ICRC's length, at the end of every packet.
-const ICRC_LEN: usize = 4;
-
 /// IPv4's "don't fragment" flag, in the flags and fragment offset field.
 const IP_DF: u16 = 0x4000;
-
-/// The UDP protocol number.
-const IPPROTO_UDP: u8 = 17;
 
 /// Where the packets of a queue pair or an address handle go: the global route of an
 /// address vector, with the source GID the core resolved for it.

@@ -32,6 +32,9 @@ use super::headers::Bth;
 /// Length of the ICRC at the end of every packet.
 pub const ICRC_LEN: usize = 4;
 
+/// The IP protocol number of UDP, which carries RoCEv2.
+pub const IPPROTO_UDP: u8 = 17;
+
 /// CRC-32 register after eight bytes of ones (the masked LRH) from `0xffffffff`.
 pub const ICRC_SEED: u32 = 0xdebb_20e3;
 
