@@ -317,22 +317,21 @@ impl Worker {
                 return false;
             }
             let mut out = KVec::new();
-            self.run_timers(&due, &mut tx, &mut out);
-            for qpn in kicked.iter() {
-                if let Some(qp) = self.qps.get(*qpn) {
-                    self.send(&qp, &mut tx, &mut out);
-                }
-            }
-            let mut touched = KVec::new();
+            // Packets first: an acknowledgement that waits here pushes back the retransmit
+            // deadline of a timer that fired meanwhile, which then finds nothing due. Run
+            // before it, the timer would resend what the acknowledgement covers.
+            let mut ready = kicked;
             for pkt in packets.iter() {
                 if let Some(qpn) = self.receive(pkt, &mut tx, &mut out) {
-                    if !touched.contains(&qpn) {
-                        let _ = touched.push(qpn, GFP_KERNEL);
+                    // Acknowledgements free room in the send window: feed what waits in the
+                    // ring.
+                    if !ready.contains(&qpn) {
+                        let _ = ready.push(qpn, GFP_KERNEL);
                     }
                 }
             }
-            // Acknowledgements free room in the send window: feed what waits in the rings.
-            for qpn in touched.iter() {
+            self.run_timers(&due, &mut tx, &mut out);
+            for qpn in ready.iter() {
                 if let Some(qp) = self.qps.get(*qpn) {
                     self.send(&qp, &mut tx, &mut out);
                 }

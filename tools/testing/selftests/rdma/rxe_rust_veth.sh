@@ -8,7 +8,10 @@
 # of the IPv6 addresses, and ib_{write,read,send,atomic}_bw over the IPv4
 # GID: server in A, client in B (connecting over TCP to A's IPv4 address),
 # every run bounded by a time-out, both exit codes checked. Then both
-# devices' sent_pkts and rcvd_pkts must have grown.
+# devices' sent_pkts and rcvd_pkts must have grown, and neither may have
+# retransmitted: the veth loses nothing, so a retransmission (a duplicate
+# request at the responder, a retry at the completer) is a timer that fired
+# while the acknowledgement was on its way.
 #
 # Usage: rxe_rust_veth.sh [DRIVER...]  (default: rdma_rxe rdma_rxe_rust)
 
@@ -38,7 +41,7 @@ PERF_ITERS=200
 MAX_TIMEOUTS=2
 BAD_LOG='WARNING:|BUG:|Oops|general protection|refcount_t:|list_(add|del) corruption|UBSAN|KASAN|INFO: task .* blocked'
 # Checks per driver (the plan is fixed: every check prints its line).
-CHECKS=20
+CHECKS=21
 
 DRIVERS=("$@")
 [ ${#DRIVERS[@]} -eq 0 ] && DRIVERS=($RXE_C $RXE_RUST)
@@ -331,8 +334,23 @@ counters_grew() {
 	return $ok
 }
 
+# Succeeds if duplicate_request and completer_retry_err of both devices still
+# have the values of the snapshot named $1 (variables $1_<dev>_<counter>).
+unchanged() {
+	local dev c before now ok=0
+	for dev in $DEV_A $DEV_B; do
+		for c in duplicate_request completer_retry_err; do
+			before=$(eval echo "\${$1_${dev}_${c}}")
+			now=$(counter $dev $c) || return 1
+			echo "$dev $c: ${before:-?} -> $now"
+			[ -n "$before" ] && [ "$now" = "$before" ] || ok=1
+		done
+	done
+	return $ok
+}
+
 run_driver() {
-	local fam ga gb out setup_failed fails
+	local fam ga gb out setup_failed fails d c
 	DRV=$1
 	NOT_RUN=
 	TIMEOUTS=0
@@ -356,6 +374,12 @@ run_driver() {
 		sa=$(counter $DEV_A sent_pkts) ra=$(counter $DEV_A rcvd_pkts)
 		sb=$(counter $DEV_B sent_pkts) rb=$(counter $DEV_B rcvd_pkts)
 	fi
+	for d in $DEV_A $DEV_B; do
+		for c in duplicate_request completer_retry_err; do
+			eval "base_${d}_${c}="
+			[ -z "$NOT_RUN" ] && eval "base_${d}_${c}=\$(counter $d $c)"
+		done
+	done
 
 	for fam in IPv4 IPv6; do
 		if [ $fam = IPv4 ]; then
@@ -388,6 +412,8 @@ run_driver() {
 	NOT_RUN=$setup_failed
 	run_check "$DEV_A sent_pkts and rcvd_pkts grew" counters_grew $DEV_A "$sa" "$ra"
 	run_check "$DEV_B sent_pkts and rcvd_pkts grew" counters_grew $DEV_B "$sb" "$rb"
+	run_check "no retransmission on the lossless wire (duplicate_request, completer_retry_err)" \
+		unchanged base
 
 	# Deleting the links waits for every user of the devices to go.
 	NOT_RUN=
