@@ -7,6 +7,7 @@ use crate::{
         new_ah_table,
         AhTable, //
     },
+    engine::Engine,
     mcast::McastTable,
     mr::{
         new_mr_table,
@@ -27,7 +28,6 @@ use crate::{
         SrqTable, //
     },
     stats::Counters,
-    worker::Worker,
     Rxe, //
 };
 use core::sync::atomic::{
@@ -96,7 +96,7 @@ impl Drop for DevicesGone {
 ///
 /// `sockets` holds this device's reference on the RoCEv2 sockets of its netdevice's namespace
 /// until the device is removed or the netdevice unregistered, whichever comes first.
-#[pin_data(PinnedDrop)]
+#[pin_data]
 pub(crate) struct RxeDev {
     /// The netdevice the port runs on.
     pub(crate) ndev: ARef<NetDevice>,
@@ -112,7 +112,7 @@ pub(crate) struct RxeDev {
     /// The port counters.
     pub(crate) counters: Arc<Counters>,
     /// The protocol processing of the device's queue pairs.
-    pub(crate) worker: Arc<Worker>,
+    pub(crate) engine: Arc<Engine>,
     /// The multicast groups.
     #[pin]
     pub(crate) mcast: Mutex<McastTable>,
@@ -203,7 +203,7 @@ impl RxeDev {
         let ah_table = new_ah_table()?;
         let mr_table = new_mr_table()?;
         let counters = Arc::new(Counters::new(), GFP_KERNEL)?;
-        let worker = Worker::new(
+        let engine = Engine::new(
             qp_table.clone(),
             mr_table.clone(),
             ah_table.clone(),
@@ -218,7 +218,7 @@ impl RxeDev {
             port_cap_flags: AtomicU32::new(param::PORT_CAP_FLAGS.bits()),
             qkey_violations: AtomicU32::new(0),
             counters,
-            worker,
+            engine,
             mcast <- kernel::new_mutex!(McastTable::new()),
             sockets <- kernel::new_mutex!(Some(sockets)),
             pds: ObjectLimit::new(param::MAX_PD as u32)?,
@@ -242,14 +242,6 @@ impl RxeDev {
     /// unregistration of this device completes.
     pub(crate) fn release_sockets(&self) {
         drop(self.sockets.lock().take());
-    }
-}
-
-#[pinned_drop]
-impl PinnedDrop for RxeDev {
-    fn drop(self: Pin<&mut Self>) {
-        // The worker's code is the module's: no run may be left when the device is freed.
-        self.worker.stop();
     }
 }
 

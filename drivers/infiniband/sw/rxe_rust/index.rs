@@ -10,48 +10,145 @@ use core::sync::atomic::{
     Ordering::Relaxed, //
 };
 use kernel::{
+    alloc::Flags,
     prelude::*,
-    sync::Arc,
+    sync::{
+        rcu,
+        Arc,
+        ArcBorrow, //
+    },
     xarray::{
         AllocKind,
+        RcuXArray,
+        StoreError,
         XArray, //
     },
 };
 
+/// Where a table keeps its entries: an [`XArray`], or an [`RcuXArray`] for tables read in
+/// softirq.
+pub(crate) trait Slots<T: Send + Sync + 'static>: Send + Sync + Sized {
+    /// Creates an empty array.
+    fn new() -> impl PinInit<Self>;
+    /// Returns a reference to the entry at `n`.
+    fn get(&self, n: usize) -> Option<Arc<T>>;
+    /// Stores `value` at a free index in `min..=max` after `*next`.
+    fn alloc_cyclic(
+        &self,
+        min: u32,
+        max: u32,
+        next: &mut u32,
+        value: Arc<T>,
+        gfp: Flags,
+    ) -> Result<u32, StoreError<Arc<T>>>;
+    /// Stores `value` at the free index `n`.
+    fn insert(&self, n: usize, value: Arc<T>) -> Result;
+    /// Removes the entry at `n`.
+    fn remove(&self, n: usize) -> Option<Arc<T>>;
+}
+
+impl<T: Send + Sync + 'static> Slots<T> for XArray<Arc<T>> {
+    fn new() -> impl PinInit<Self> {
+        XArray::new(AllocKind::Alloc)
+    }
+
+    fn get(&self, n: usize) -> Option<Arc<T>> {
+        self.lock().get(n).map(|v| v.into())
+    }
+
+    fn alloc_cyclic(
+        &self,
+        min: u32,
+        max: u32,
+        next: &mut u32,
+        value: Arc<T>,
+        gfp: Flags,
+    ) -> Result<u32, StoreError<Arc<T>>> {
+        self.lock().alloc_cyclic(min, max, next, value, gfp)
+    }
+
+    fn insert(&self, n: usize, value: Arc<T>) -> Result {
+        let mut xa = self.lock();
+        if xa.get(n).is_some() {
+            return Err(EINVAL);
+        }
+        xa.store(n, value, GFP_KERNEL).map_err(|e| e.error)?;
+        Ok(())
+    }
+
+    fn remove(&self, n: usize) -> Option<Arc<T>> {
+        self.lock().remove(n)
+    }
+}
+
+impl<T: Send + Sync + 'static> Slots<T> for RcuXArray<Arc<T>> {
+    fn new() -> impl PinInit<Self> {
+        RcuXArray::new(AllocKind::Alloc)
+    }
+
+    fn get(&self, n: usize) -> Option<Arc<T>> {
+        self.lock().get(n).map(|v| v.into())
+    }
+
+    fn alloc_cyclic(
+        &self,
+        min: u32,
+        max: u32,
+        next: &mut u32,
+        value: Arc<T>,
+        gfp: Flags,
+    ) -> Result<u32, StoreError<Arc<T>>> {
+        self.lock().alloc_cyclic(min, max, next, value, gfp)
+    }
+
+    fn insert(&self, n: usize, value: Arc<T>) -> Result {
+        self.lock().insert(n, value, GFP_KERNEL).map_err(|e| {
+            if e.error == EBUSY {
+                EINVAL
+            } else {
+                e.error
+            }
+        })
+    }
+
+    /// Waits for an RCU grace period: process context only.
+    fn remove(&self, n: usize) -> Option<Arc<T>> {
+        RcuXArray::remove(self, n)
+    }
+}
+
 /// Numbers in `min..=max`, each mapped to an `Arc<T>`.
 #[pin_data]
-pub(crate) struct IndexTable<T: Send + Sync + 'static> {
+pub(crate) struct IndexTable<T: Send + Sync + 'static, S: Slots<T> = XArray<Arc<T>>> {
     #[pin]
-    xa: XArray<Arc<T>>,
+    xa: S,
     next: AtomicU32,
     min: u32,
     max: u32,
+    _entries: core::marker::PhantomData<T>,
 }
 
-impl<T: Send + Sync + 'static> IndexTable<T> {
+impl<T: Send + Sync + 'static, S: Slots<T>> IndexTable<T, S> {
     /// Creates an empty table of numbers in `min..=max`.
     pub(crate) fn new(min: u32, max: u32) -> Result<Arc<Self>> {
         Arc::pin_init(
             pin_init!(Self {
-                xa <- XArray::new(AllocKind::Alloc),
+                xa <- S::new(),
                 next: AtomicU32::new(min),
                 min,
                 max,
+                _entries: core::marker::PhantomData,
             }),
             GFP_KERNEL,
         )
     }
 
     /// Maps the next free number to `value`; fails with `EINVAL` when all are taken.
-    pub(crate) fn insert(
-        self: &Arc<Self>,
-        value: Arc<T>,
-        gfp: kernel::alloc::Flags,
-    ) -> Result<Index<T>> {
-        let mut xa = self.xa.lock();
+    pub(crate) fn insert(self: &Arc<Self>, value: Arc<T>, gfp: Flags) -> Result<Index<T, S>> {
         // The hint is only a starting point: a stale one just searches a little longer.
         let mut next = self.next.load(Relaxed);
-        let n = xa
+        let n = self
+            .xa
             .alloc_cyclic(self.min, self.max, &mut next, value, gfp)
             .map_err(|e| if e.error == EBUSY { EINVAL } else { e.error })?;
         self.next.store(next, Relaxed);
@@ -65,18 +162,12 @@ impl<T: Send + Sync + 'static> IndexTable<T> {
     ///
     /// Drop the result outside spinlocks: the last reference may free memory that sleeps.
     pub(crate) fn get(&self, n: u32) -> Option<Arc<T>> {
-        let xa = self.xa.lock();
-        xa.get(n as usize).map(|v| v.into())
+        self.xa.get(n as usize)
     }
 
     /// Maps the fixed number `n` (outside the cyclic range, e.g. QP1) to `value`.
-    pub(crate) fn insert_at(self: &Arc<Self>, n: u32, value: Arc<T>) -> Result<Index<T>> {
-        let mut xa = self.xa.lock();
-        if xa.get(n as usize).is_some() {
-            return Err(EINVAL);
-        }
-        xa.store(n as usize, value, GFP_KERNEL)
-            .map_err(|e| e.error)?;
+    pub(crate) fn insert_at(self: &Arc<Self>, n: u32, value: Arc<T>) -> Result<Index<T, S>> {
+        self.xa.insert(n as usize, value)?;
         Ok(Index {
             table: self.clone(),
             n,
@@ -84,23 +175,30 @@ impl<T: Send + Sync + 'static> IndexTable<T> {
     }
 }
 
+impl<T: Send + Sync + 'static> IndexTable<T, RcuXArray<Arc<T>>> {
+    /// Borrows what number `n` maps to while the RCU read lock `rcu` is held (any context).
+    pub(crate) fn load<'a>(&'a self, n: u32, rcu: &'a rcu::Guard) -> Option<ArcBorrow<'a, T>> {
+        self.xa.load(n as usize, rcu)
+    }
+}
+
 /// A number taken from an [`IndexTable`]; dropping it frees the number.
-pub(crate) struct Index<T: Send + Sync + 'static> {
-    table: Arc<IndexTable<T>>,
+pub(crate) struct Index<T: Send + Sync + 'static, S: Slots<T> = XArray<Arc<T>>> {
+    table: Arc<IndexTable<T, S>>,
     n: u32,
 }
 
-impl<T: Send + Sync + 'static> Index<T> {
+impl<T: Send + Sync + 'static, S: Slots<T>> Index<T, S> {
     /// Returns the number.
     pub(crate) fn get(&self) -> u32 {
         self.n
     }
 }
 
-impl<T: Send + Sync + 'static> Drop for Index<T> {
+impl<T: Send + Sync + 'static, S: Slots<T>> Drop for Index<T, S> {
     fn drop(&mut self) {
         // The value is dropped after the lock: it may free rings, which may sleep.
-        let value = self.table.xa.lock().remove(self.n as usize);
+        let value = self.table.xa.remove(self.n as usize);
         drop(value);
     }
 }

@@ -10,6 +10,11 @@
 use crate::{
     cq::CqCore,
     device::ObjectCount,
+    engine::{
+        Engine,
+        Inbox,
+        RUN, //
+    },
     index::{
         Index,
         IndexTable, //
@@ -46,7 +51,6 @@ use crate::{
         Transport, //
     },
     tx::Path,
-    worker::Worker,
     Rxe, //
 };
 use core::sync::atomic::{
@@ -112,10 +116,14 @@ use kernel::{
     workqueue::{
         self,
         impl_has_delayed_work,
+        impl_has_work,
         new_delayed_work,
+        new_work,
         DelayedWork,
+        Work,
         WorkItem, //
     },
+    xarray::RcuXArray,
 };
 use zerocopy_derive::Immutable;
 
@@ -165,29 +173,36 @@ pub(crate) struct QpShared {
     /// Fires at the earliest deadline of the transport's timers: each queue pair has its own,
     /// so a far deadline of one never delays another's.
     #[pin]
-    timer: DelayedWork<QpShared>,
-    /// The device's worker, which runs the timers that fired.
-    worker: Arc<Worker>,
+    pub(crate) timer: DelayedWork<QpShared>,
+    /// The queue pair's run ([`crate::engine`]): one at a time, on the system workqueue.
+    #[pin]
+    pub(crate) run: Work<QpShared, RUN>,
+    /// What waits for the run.
+    #[pin]
+    pub(crate) inbox: SpinLockIrq<Inbox>,
+    /// What the runs share with the device.
+    pub(crate) engine: Arc<Engine>,
 }
 
 impl_has_delayed_work! {
     impl HasDelayedWork<Self> for QpShared { self.timer }
 }
 
+impl_has_work! {
+    impl HasWork<Self, RUN> for QpShared { self.run }
+}
+
 impl WorkItem for QpShared {
     type Pointer = Arc<QpShared>;
 
     fn run(this: Arc<QpShared>) {
-        // Not queued (no memory): try again a jiffy later rather than lose the timer, unless
-        // the queue pair is going (its transport is gone, and nothing may set the timer).
-        if this.worker.timer_fired(this.number()).is_err() && this.transport.lock().is_some() {
-            this.arm_timer(1);
-        }
+        this.timer_fired();
     }
 }
 
-/// The device's QP numbers: QP1 and the cyclic range from 16.
-pub(crate) type QpTable = IndexTable<QpShared>;
+/// The device's QP numbers: QP1 and the cyclic range from 16, read under RCU by the receive
+/// path.
+pub(crate) type QpTable = IndexTable<QpShared, RcuXArray<Arc<QpShared>>>;
 
 /// Creates the device's QP number table.
 pub(crate) fn new_qp_table() -> Result<Arc<QpTable>> {
@@ -567,7 +582,7 @@ pub(crate) struct RxeQp {
     max_recv: Option<(u32, u32)>,
     #[pin]
     state: Mutex<KeptAttr>,
-    qpn: Index<QpShared>,
+    qpn: Index<QpShared, RcuXArray<Arc<QpShared>>>,
     /// The rings offered to user space for mapping (send, receive).
     _offers: (Offer, Option<Offer>),
     _count: ObjectCount,
@@ -606,7 +621,7 @@ impl QpOps for RxeQp {
     fn modify(qp: &Qp<Rxe>, attr: &QpAttr<'_>, _udata: &mut UData<'_, Rxe>) -> Result {
         let dev = qp.device();
         let port_mtu = ib_mtu_for_netdev_mtu(dev.ndev.mtu());
-        qp.modify(attr, &dev.worker, port_mtu)
+        qp.modify(attr, &dev.engine, port_mtu)
     }
 
     fn query(qp: &Qp<Rxe>, _mask: QpAttrMask) -> Result<QpReport> {
@@ -630,7 +645,7 @@ impl QpOps for RxeQp {
     }
 
     fn post_send_doorbell(qp: &Qp<Rxe>) -> Result {
-        qp.doorbell(&qp.device().worker)
+        qp.doorbell()
     }
 
     fn post_recv(qp: &Qp<Rxe>, wr: &RecvWr<'_>) -> Result {
@@ -744,7 +759,9 @@ impl RxeQp {
                 rq <- new_spinlock_irq!(rq),
                 transport <- new_mutex!(None),
                 timer <- new_delayed_work!("rdma_rxe_rust::QpShared::timer"),
-                worker: dev.worker.clone(),
+                run <- new_work!("rdma_rxe_rust::QpShared::run"),
+                inbox <- new_spinlock_irq!(Inbox::default()),
+                engine: dev.engine.clone(),
             }),
             GFP_KERNEL,
         )?;
@@ -787,7 +804,7 @@ impl RxeQp {
 
     /// Applies `attr` (the attributes in its mask), after checking the transition and every
     /// value.
-    fn modify(&self, attr: &QpAttr<'_>, worker: &Worker, port_mtu: IbMtu) -> Result {
+    fn modify(&self, attr: &QpAttr<'_>, engine: &Engine, port_mtu: IbMtu) -> Result {
         let mask = attr.mask();
         if !mask.is_standard() {
             return Err(EOPNOTSUPP);
@@ -855,7 +872,7 @@ impl RxeQp {
         shared.state.store(next as u32, Release);
         if next == QpState::Err {
             // What the transport holds first, then what is still in the rings.
-            worker.fail(shared);
+            engine.fail(shared);
             shared.flush();
         } else if next == QpState::Reset {
             *shared.transport.lock() = None;
@@ -865,7 +882,7 @@ impl RxeQp {
     }
 
     /// Rings the send doorbell of a user queue pair: the packet path does not exist yet.
-    fn doorbell(&self, worker: &Arc<Worker>) -> Result {
+    fn doorbell(&self) -> Result {
         let shared = &self.shared;
         if !shared.user || shared.state() < QpState::Rts {
             return Err(EINVAL);
@@ -874,7 +891,8 @@ impl RxeQp {
             shared.flush();
             return Ok(());
         }
-        worker.kick(self.number())
+        shared.kick();
+        Ok(())
     }
 
     /// Returns the QP number.
@@ -882,16 +900,16 @@ impl RxeQp {
         self.qpn.get()
     }
 
-    /// Stops the transport: when `destroy_qp` returns, the worker no longer runs it.
+    /// Stops the transport: when `destroy_qp` returns, nothing runs it any more.
     ///
     /// A queue pair attached to a multicast group never gets here: the core counts the
     /// attachments in its use count and refuses the destroy first (IBA o10-2.2.3).
     fn destroy(&self) {
-        // Waits for a run of the worker that is using it.
+        // Waits for a run that is using it.
         *self.shared.transport.lock() = None;
-        // Only a run with the transport sets the timer: a pending one fires now, finds nothing,
-        // and nothing sets it again.
-        self.shared.timer.flush();
+        // Only a run with the transport sets the timer: a pending one fires now and schedules
+        // nothing. The number leaves the table (after a grace period) when `RxeQp` drops.
+        self.shared.stop();
     }
 
     /// Reports the attributes and the creation parameters.

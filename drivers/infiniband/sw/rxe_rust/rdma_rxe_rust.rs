@@ -27,6 +27,7 @@ use kernel::{
 mod ah;
 mod cq;
 mod device;
+mod engine;
 mod icrc;
 #[cfg(CONFIG_KUNIT)]
 mod icrc_vectors;
@@ -54,7 +55,6 @@ mod roce;
 mod rx;
 mod tx;
 mod verbs;
-mod worker;
 
 pub(crate) use verbs::Rxe;
 

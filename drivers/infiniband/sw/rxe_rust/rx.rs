@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! Receive from the wire: a RoCEv2 datagram from the UDP socket is checked (headers, ICRC,
-//! destination) and handed to the device's worker.
+//! destination) and queued to its queue pair, found under the RCU read lock.
 //!
 //! Runs in softirq context (the UDP tunnel's `encap_rcv`): nothing here sleeps.
 
@@ -41,7 +41,9 @@ pub(crate) enum DropReason {
     Packet,
     /// It is not addressed to one of the port's GIDs.
     NotOurs,
-    /// The worker could not take it.
+    /// No queue pair has its destination QP number.
+    NoQp,
+    /// Its queue pair is being destroyed, or too many packets wait for it.
     Busy,
 }
 
@@ -70,7 +72,7 @@ fn network(nh: &[u8]) -> Option<([u8; 16], IpHeader<'_>)> {
     }
 }
 
-/// Checks the datagram `skb` that arrived for `dev` and queues its packet to the worker.
+/// Checks the datagram `skb` that arrived for `dev` and queues its packet to its queue pair.
 pub(crate) fn receive(dev: &Device<Rxe>, mut skb: SkBuff) -> Result<(), DropReason> {
     skb.linearize().map_err(|_| DropReason::NoMemory)?;
     let nh = skb.network_header().ok_or(DropReason::NetworkHeader)?;
@@ -91,6 +93,13 @@ pub(crate) fn receive(dev: &Device<Rxe>, mut skb: SkBuff) -> Result<(), DropReas
     let mut p = KVec::new();
     p.extend_from_slice(pkt.as_bytes(), GFP_ATOMIC)
         .map_err(|_| DropReason::NoMemory)?;
+    let qpn = pkt.dest_qpn();
     skb.consume();
-    dev.worker.deliver(p).map_err(|_| DropReason::Busy)
+    dev.engine.deliver(qpn, p).map_err(|e| {
+        if e == ENOENT {
+            DropReason::NoQp
+        } else {
+            DropReason::Busy
+        }
+    })
 }

@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! The transport of a queue pair: the protocol core's requester, completer and responder
-//! (`roce::qp::QpTransport`), fed from the rings and wired to memory regions, completion queues and the
-//! device's worker.
+//! (`roce::qp::QpTransport`), fed from the rings and wired to memory regions, completion queues and
+//! the engine.
 //!
-//! Only the device's worker ([`crate::worker`]) and `modify_qp` touch a transport, under its
+//! Only the queue pair's runs ([`crate::engine`]) and `modify_qp` touch a transport, under its
 //! mutex, in process context: copies to pinned user pages may sleep there.
 
 use crate::{
@@ -83,7 +83,10 @@ use kernel::{
             QpType as IbQpType, //
         },
     },
-    sync::Arc,
+    sync::{
+        Arc,
+        Mutex, //
+    },
 };
 
 /// Send WQEs the transport keeps outstanding at once; the rest wait in the ring.
@@ -246,6 +249,8 @@ pub(crate) struct Env<'a> {
     pub(crate) ndev: &'a NetDevice,
     /// The netdevice's MAC: a destination with it is this device (loopback).
     pub(crate) own_mac: [u8; 6],
+    /// Serialises atomic operations across the device's queue pairs.
+    pub(crate) atomics: &'a Mutex<()>,
     /// The current time, in nanoseconds of the device's clock.
     pub(crate) now: u64,
 }
@@ -428,7 +433,9 @@ impl MemoryAccess for Mem<'_> {
             return Err(AccessError::Misaligned);
         }
         let need = op.access();
-        // The device's worker runs one transport at a time: no other RDMA access races.
+        // Queue pairs run in parallel: another atomic operation on the same target must not
+        // come between the read and the write (writes and reads may, as on hardware).
+        let _atomics = self.env.atomics.lock();
         let mut b = [0u8; 8];
         self.read(rkey, va, &mut b, need)?;
         let orig = u64::from_ne_bytes(b);

@@ -1,0 +1,474 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The engine: each queue pair's transport runs in its own work item, in one context at a
+//! time; different queue pairs run at the same time on different CPUs.
+//!
+//! A queue pair is scheduled (its `run` work item queued on the unbound system workqueue) when
+//! something waits in its [`Inbox`]: packets (from the wire, queued in softirq after an RCU
+//! lookup, or from another queue pair of this device), new send WQEs (the doorbell), or a
+//! timer that fired. A user doorbell runs its own queue pair in the system call, for one run;
+//! the work item does the rest. A run touches no other queue pair's transport: packets for
+//! another queue pair of this device go to its inbox, and it is scheduled.
+
+use crate::{
+    ah::AhTable,
+    mr::MrTable,
+    qp::{
+        QpShared,
+        QpTable, //
+    },
+    roce::{
+        io::TimerId,
+        packet::Packet as RocePacket,
+        qp::TransportState,
+        wqe::Remote, //
+    },
+    stats::Counters,
+    transport::{
+        with_io,
+        with_io_budget,
+        Env,
+        Packet,
+        Transport, //
+    },
+};
+use kernel::{
+    net::device::NetDevice,
+    new_mutex,
+    prelude::*,
+    sync::{
+        aref::ARef,
+        rcu,
+        Arc,
+        ArcBorrow,
+        Mutex, //
+    },
+    time::{
+        msecs_to_jiffies,
+        Instant,
+        Monotonic, //
+    },
+    workqueue::{
+        self,
+        WorkItem, //
+    },
+};
+
+/// Packets one run of a queue pair may emit from its send queue; it runs again after.
+const SEND_BUDGET: usize = 64;
+
+/// Packets that may wait for one queue pair; beyond, they are dropped (and counted).
+pub(crate) const MAX_INBOX_PACKETS: usize = 1024;
+
+/// The work item of a queue pair's run (the timer is the other, [`QpShared`]'s default).
+pub(crate) const RUN: u64 = 1;
+
+/// What waits for a queue pair's run.
+#[derive(Default)]
+pub(crate) struct Inbox {
+    /// Packets for the queue pair, oldest first.
+    packets: KVec<Packet>,
+    /// New send WQEs, or a send run that ran out of budget.
+    kicked: bool,
+    /// The queue pair's timer fired.
+    due: bool,
+    /// The queue pair is being destroyed: nothing is queued or scheduled any more.
+    dying: bool,
+}
+
+/// What a queue pair's runs share with the rest of the device.
+#[pin_data]
+pub(crate) struct Engine {
+    qps: Arc<QpTable>,
+    mrs: Arc<MrTable>,
+    ahs: Arc<AhTable>,
+    counters: Arc<Counters>,
+    /// The netdevice the device's packets leave through.
+    ndev: ARef<NetDevice>,
+    mac: [u8; 6],
+    origin: Instant<Monotonic>,
+    /// Serialises atomic operations (a read and a write of the target) across queue pairs.
+    #[pin]
+    atomics: Mutex<()>,
+}
+
+impl Engine {
+    /// Creates the engine of a device with these tables.
+    pub(crate) fn new(
+        qps: Arc<QpTable>,
+        mrs: Arc<MrTable>,
+        ahs: Arc<AhTable>,
+        counters: Arc<Counters>,
+        ndev: ARef<NetDevice>,
+        mac: [u8; 6],
+    ) -> Result<Arc<Self>> {
+        Arc::pin_init(
+            pin_init!(Self {
+                qps,
+                mrs,
+                ahs,
+                counters,
+                ndev,
+                mac,
+                origin: Instant::now(),
+                atomics <- new_mutex!(()),
+            }),
+            GFP_KERNEL,
+        )
+    }
+
+    /// Nanoseconds since the engine was made: the transports' clock.
+    fn now(&self) -> u64 {
+        u64::try_from(self.origin.elapsed().as_nanos()).unwrap_or(0)
+    }
+
+    fn env<'a>(&'a self, qp: &'a QpShared) -> Env<'a> {
+        Env {
+            shared: qp,
+            mrs: &self.mrs,
+            ahs: &self.ahs,
+            counters: &self.counters,
+            ndev: &self.ndev,
+            own_mac: self.mac,
+            atomics: &self.atomics,
+            now: self.now(),
+        }
+    }
+
+    /// Queues `packet` for the queue pair `qpn` of this device and schedules it (any context).
+    ///
+    /// Fails with `ENOENT` if there is no such queue pair, or as [`QpShared::deliver`]: the
+    /// packet is lost, as on a congested link.
+    pub(crate) fn deliver(&self, qpn: u32, packet: Packet) -> Result {
+        let rcu = rcu::read_lock();
+        let qp = self.qps.load(qpn, &rcu).ok_or(ENOENT)?;
+        QpShared::deliver(qp, packet)
+    }
+
+    /// Hands the packets a run emitted for this device to their queue pairs.
+    fn dispatch(&self, out: KVec<Packet>) {
+        for pkt in out {
+            let qpn = match RocePacket::parse(&pkt) {
+                Ok(p) => p.dest_qpn(),
+                Err(_) => continue,
+            };
+            if self.deliver(qpn, pkt).is_err() {
+                // A queue pair that is gone, or one that cannot keep up: lost as on a
+                // congested link (the requester retries), but counted.
+                self.counters.inc(crate::stats::Counter::SendErr);
+            }
+        }
+    }
+
+    /// Puts the transport of `qp` in the error state: every WQE it holds completes with a
+    /// flush error (`modify_qp` to ERR).
+    pub(crate) fn fail(&self, qp: &QpShared) {
+        let mut guard = qp.transport.lock();
+        let Some(t) = (*guard).as_mut() else {
+            return;
+        };
+        let env = self.env(qp);
+        let (mut tx, mut out) = (KVec::new(), KVec::new());
+        with_io(t, &env, &mut tx, &mut out, |roce, _mem, io| roce.fail(io));
+        drop(guard);
+        self.dispatch(out);
+    }
+
+    /// Sets the timer of `qp` for the earliest deadline of its transport, unless it is set
+    /// for that one already.
+    fn note_timers(&self, qp: &Arc<QpShared>, t: &mut Transport) {
+        let Some(deadline) = t.timers.iter().flatten().copied().min() else {
+            return;
+        };
+        // Only an earlier deadline moves the timer: a later one (a retransmit deadline pushed
+        // back by each acknowledgement) waits for the pending timer, which finds nothing due
+        // and sets itself again. That keeps timer reprogramming off the per-packet path.
+        if t.armed.is_some_and(|a| a <= deadline) {
+            return;
+        }
+        t.armed = Some(deadline);
+        let ms = deadline.saturating_sub(self.now()).div_ceil(1_000_000);
+        let delay = msecs_to_jiffies(u32::try_from(ms).unwrap_or(u32::MAX)).max(1);
+        qp.arm_timer(delay);
+    }
+
+    /// Runs the expired timers of `qp`; returns whether the transport failed.
+    fn run_timers(
+        &self,
+        qp: &QpShared,
+        t: &mut Transport,
+        tx: &mut KVec<u8>,
+        out: &mut KVec<Packet>,
+    ) -> bool {
+        let now = self.now();
+        // The timer is not pending any more: whatever is left must set it again.
+        t.armed = None;
+        let due: [bool; 2] = [
+            t.timers[0].is_some_and(|d| d <= now),
+            t.timers[1].is_some_and(|d| d <= now),
+        ];
+        let mut failed = false;
+        for (i, id) in [TimerId::Retransmit, TimerId::RnrRetry]
+            .into_iter()
+            .enumerate()
+        {
+            if !due[i] {
+                continue;
+            }
+            t.timers[i] = None;
+            let env = self.env(qp);
+            failed |= with_io(t, &env, tx, out, |roce, mem, io| {
+                roce.on_timer(id, mem, io);
+                roce.state() == TransportState::Error
+            });
+        }
+        failed
+    }
+
+    /// Hands new send WQEs of `qp` to its transport and lets it send, within
+    /// [`SEND_BUDGET`] packets.
+    fn send(
+        &self,
+        qp: &QpShared,
+        t: &mut Transport,
+        tx: &mut KVec<u8>,
+        out: &mut KVec<Packet>,
+    ) -> SendRun {
+        if !qp.can_send() {
+            return SendRun::default();
+        }
+        let env = self.env(qp);
+        let mut next = t.sq_read;
+        let mut bad = None;
+        let budget = Some(SEND_BUDGET);
+        let (failed, ran_dry) = with_io_budget(t, &env, tx, out, budget, |roce, mem, io| {
+            while roce.requester.outstanding() < crate::transport::SQ_WINDOW {
+                let Some(wr) = qp.next_send_wr(next) else {
+                    break;
+                };
+                let index = next;
+                next = qp.next_sq_index(next);
+                let posted = match wr {
+                    // A datagram's address handle must exist and be in the QP's domain.
+                    Ok(wr) if !self.ah_usable(qp, &wr.remote) => false,
+                    Ok(wr) => roce.post_send(wr, mem, io).is_ok(),
+                    Err(()) => false,
+                };
+                if !posted {
+                    // A malformed WQE: what came before it is flushed, it completes with a
+                    // local QP operation error, and the QP goes to ERR.
+                    roce.fail(io);
+                    bad = Some(index);
+                    break;
+                }
+            }
+            roce.run(mem, io);
+            roce.state() == TransportState::Error
+        });
+        t.sq_read = next;
+        SendRun {
+            failed,
+            ran_dry,
+            bad,
+        }
+    }
+
+    /// Returns whether a UD send to `remote` may use its address handle from `qp`.
+    fn ah_usable(&self, qp: &QpShared, remote: &Remote) -> bool {
+        match remote {
+            Remote::Ud { ah_num, .. } => self.ahs.get(*ah_num).is_some_and(|av| av.pd() == qp.pd),
+            _ => true,
+        }
+    }
+
+    /// Hands one packet to the transport of `qp`; returns whether the transport failed.
+    fn receive(
+        &self,
+        qp: &QpShared,
+        t: &mut Transport,
+        bytes: &[u8],
+        tx: &mut KVec<u8>,
+        out: &mut KVec<Packet>,
+    ) -> bool {
+        let Ok(pkt) = RocePacket::parse(bytes) else {
+            return false;
+        };
+        self.counters
+            .add(crate::stats::Counter::RcvdBytes, bytes.len() as u64);
+        let env = self.env(qp);
+        with_io(t, &env, tx, out, |roce, mem, io| {
+            roce.receive(&pkt, mem, io);
+            roce.end_of_batch(io);
+            roce.state() == TransportState::Error
+        })
+    }
+}
+
+/// How a send run ended.
+#[derive(Default)]
+struct SendRun {
+    /// The transport went to the error state.
+    failed: bool,
+    /// The budget ran out with more to send.
+    ran_dry: bool,
+    /// A malformed WQE at this index stopped it.
+    bad: Option<u32>,
+}
+
+impl WorkItem<RUN> for QpShared {
+    type Pointer = Arc<QpShared>;
+
+    fn run(this: Arc<QpShared>) {
+        let mut guard = this.transport.lock();
+        let more = this.run_once(&mut guard);
+        drop(guard);
+        this.finish_run(more);
+    }
+}
+
+/// What a run leaves to do once the transport is unlocked.
+struct RunEnd {
+    /// Something is left for another run.
+    more: bool,
+    /// The transport failed: the queue pair goes to ERR.
+    failed: bool,
+    /// A malformed send WQE at this index to complete.
+    bad: Option<u32>,
+    /// Packets for queue pairs of this device.
+    out: KVec<Packet>,
+}
+
+impl QpShared {
+    /// Schedules a run of `this` on the system workqueue, unless it is being destroyed.
+    pub(crate) fn schedule(this: ArcBorrow<'_, Self>) {
+        // Under the lock `destroy` sets `dying` under: once it is set, nothing is queued.
+        let inbox = this.inbox.lock();
+        if !inbox.dying {
+            // Already queued is fine: that run will see what was just added. The clone that
+            // comes back is not the last reference: the caller holds one.
+            let _ = workqueue::system_dfl().enqueue::<Arc<Self>, RUN>(Arc::from(this));
+        }
+    }
+
+    /// Queues a packet for this queue pair and schedules it (any context).
+    ///
+    /// Fails with `ENOBUFS` if [`MAX_INBOX_PACKETS`] wait already, `ENOENT` if the queue
+    /// pair is being destroyed, or `ENOMEM`.
+    pub(crate) fn deliver(this: ArcBorrow<'_, Self>, packet: Packet) -> Result {
+        {
+            let mut inbox = this.inbox.lock();
+            if inbox.dying {
+                return Err(ENOENT);
+            }
+            if inbox.packets.len() >= MAX_INBOX_PACKETS {
+                return Err(ENOBUFS);
+            }
+            inbox.packets.push(packet, GFP_ATOMIC)?;
+        }
+        Self::schedule(this);
+        Ok(())
+    }
+
+    /// Notes that the timer fired and schedules a run.
+    pub(crate) fn timer_fired(self: &Arc<Self>) {
+        self.inbox.lock().due = true;
+        Self::schedule(self.as_arc_borrow());
+    }
+
+    /// Processes the send queue now, in the caller's (process) context, for one run, unless
+    /// a run is in progress elsewhere: then the work item does it.
+    ///
+    /// Running in the doorbell's context saves a context switch: the caller's system call does
+    /// one bounded run of its own queue pair, and never another queue pair's work.
+    pub(crate) fn kick(self: &Arc<Self>) {
+        self.inbox.lock().kicked = true;
+        match self.transport.try_lock() {
+            Some(mut guard) => {
+                let end = self.run_once(&mut guard);
+                drop(guard);
+                self.finish_run(end);
+            }
+            // The running one may have looked at the inbox already: queue the work item.
+            None => Self::schedule(self.as_arc_borrow()),
+        }
+    }
+
+    /// One run: received packets, expired timers, then the send queue.
+    fn run_once(self: &Arc<Self>, transport: &mut Option<KBox<Transport>>) -> RunEnd {
+        let (packets, kicked, due) = {
+            let mut inbox = self.inbox.lock();
+            (
+                core::mem::take(&mut inbox.packets),
+                core::mem::take(&mut inbox.kicked),
+                core::mem::take(&mut inbox.due),
+            )
+        };
+        let mut end = RunEnd {
+            more: false,
+            failed: false,
+            bad: None,
+            out: KVec::new(),
+        };
+        // Reset or going: what waited is dropped, as by a port that is down.
+        let Some(t) = transport.as_mut() else {
+            return end;
+        };
+        let engine = &*self.engine;
+        let mut tx = KVec::new();
+        // Packets first: an acknowledgement that waits here pushes back the retransmit
+        // deadline of a timer that fired meanwhile, which then finds nothing due. Run before
+        // it, the timer would resend what the acknowledgement covers.
+        if self.can_receive() {
+            for pkt in packets.iter() {
+                end.failed |= engine.receive(self, t, pkt, &mut tx, &mut end.out);
+            }
+        }
+        if due {
+            end.failed |= engine.run_timers(self, t, &mut tx, &mut end.out);
+        }
+        // Acknowledgements free room in the send window: the ring is fed after packets too.
+        if kicked || due || !packets.is_empty() {
+            let s = engine.send(self, t, &mut tx, &mut end.out);
+            end.failed |= s.failed;
+            end.bad = s.bad;
+            if s.ran_dry {
+                self.inbox.lock().kicked = true;
+                end.more = true;
+            }
+        }
+        engine.note_timers(self, t);
+        drop(packets);
+        end
+    }
+
+    /// Completes a run once the transport is unlocked.
+    fn finish_run(self: &Arc<Self>, end: RunEnd) {
+        if let Some(index) = end.bad {
+            self.complete_bad_wqe(index);
+        }
+        if end.failed || end.bad.is_some() {
+            self.enter_error();
+        }
+        self.engine.dispatch(end.out);
+        let waiting = {
+            let inbox = self.inbox.lock();
+            !inbox.packets.is_empty() || inbox.kicked || inbox.due
+        };
+        if end.more || waiting {
+            Self::schedule(self.as_arc_borrow());
+        }
+    }
+
+    /// Stops scheduling for good, waits for the timer and the run, and drops what waits:
+    /// when this returns, neither work item is queued or running, and neither will be.
+    ///
+    /// The transport must be gone already (`None`): only a run with a transport sets the timer.
+    pub(crate) fn stop(&self) {
+        self.inbox.lock().dying = true;
+        // A pending timer runs now and schedules nothing.
+        self.timer.flush();
+        self.run.flush();
+        let packets = core::mem::take(&mut self.inbox.lock().packets);
+        drop(packets);
+    }
+}
