@@ -122,6 +122,57 @@ impl SkBuff {
     }
 }
 
+/// Why a received buffer is dropped (`enum skb_drop_reason`): what the `skb:kfree_skb`
+/// tracepoint and drop monitors report.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SkbDropReason {
+    /// No reason given (`SKB_DROP_REASON_NOT_SPECIFIED`).
+    NotSpecified,
+    /// Nothing to deliver it to (`SKB_DROP_REASON_NO_SOCKET`).
+    NoSocket,
+    /// The receiver's queue is full (`SKB_DROP_REASON_SOCKET_RCVBUFF`).
+    SocketRcvbuff,
+    /// Shorter than its headers say (`SKB_DROP_REASON_PKT_TOO_SMALL`).
+    PktTooSmall,
+    /// Not addressed to this host (`SKB_DROP_REASON_OTHERHOST`).
+    OtherHost,
+    /// A protocol or header this receiver does not handle (`SKB_DROP_REASON_UNHANDLED_PROTO`).
+    UnhandledProto,
+    /// A checksum mismatch (`SKB_DROP_REASON_SKB_CSUM`).
+    SkbCsum,
+    /// No memory (`SKB_DROP_REASON_NOMEM`).
+    NoMem,
+    /// Purged from a queue that went away (`SKB_DROP_REASON_QUEUE_PURGE`).
+    QueuePurge,
+}
+
+impl SkbDropReason {
+    fn as_raw(self) -> bindings::skb_drop_reason {
+        match self {
+            Self::NotSpecified => bindings::skb_drop_reason_SKB_DROP_REASON_NOT_SPECIFIED,
+            Self::NoSocket => bindings::skb_drop_reason_SKB_DROP_REASON_NO_SOCKET,
+            Self::SocketRcvbuff => bindings::skb_drop_reason_SKB_DROP_REASON_SOCKET_RCVBUFF,
+            Self::PktTooSmall => bindings::skb_drop_reason_SKB_DROP_REASON_PKT_TOO_SMALL,
+            Self::OtherHost => bindings::skb_drop_reason_SKB_DROP_REASON_OTHERHOST,
+            Self::UnhandledProto => bindings::skb_drop_reason_SKB_DROP_REASON_UNHANDLED_PROTO,
+            Self::SkbCsum => bindings::skb_drop_reason_SKB_DROP_REASON_SKB_CSUM,
+            Self::NoMem => bindings::skb_drop_reason_SKB_DROP_REASON_NOMEM,
+            Self::QueuePurge => bindings::skb_drop_reason_SKB_DROP_REASON_QUEUE_PURGE,
+        }
+    }
+}
+
+impl SkBuff {
+    /// Frees the buffer as dropped for `reason` (`kfree_skb_reason`).
+    pub fn drop_with_reason(self, reason: SkbDropReason) {
+        let skb = self.as_raw();
+        core::mem::forget(self);
+        // SAFETY: We owned the buffer and give it up here; a null socket is allowed (as
+        // `kfree_skb_reason` passes).
+        unsafe { bindings::sk_skb_reason_drop(core::ptr::null(), skb, reason.as_raw()) };
+    }
+}
+
 impl Drop for SkBuff {
     fn drop(&mut self) {
         // SAFETY: By the type invariant we own the buffer.

@@ -33,7 +33,10 @@ use crate::{
     },
 };
 use kernel::{
-    net::device::NetDevice,
+    net::{
+        device::NetDevice,
+        skbuff::SkbDropReason, //
+    },
     new_mutex,
     prelude::*,
     sync::{
@@ -68,6 +71,9 @@ pub(crate) const RUN: u64 = 1;
 pub(crate) struct Inbox {
     /// Packets for the queue pair, oldest first.
     packets: KVec<Packet>,
+    /// An empty vector with the capacity a run gave back: the next run swaps it in for
+    /// `packets`, so queueing a packet allocates only when more wait than ever before.
+    spare: KVec<Packet>,
     /// New send WQEs, or a send run that ran out of budget.
     kicked: bool,
     /// The queue pair's timer fired.
@@ -137,18 +143,20 @@ impl Engine {
 
     /// Queues `packet` for the queue pair `qpn` of this device and schedules it (any context).
     ///
-    /// Fails with `ENOENT` if there is no such queue pair, or as [`QpShared::deliver`]: the
-    /// packet is lost, as on a congested link.
-    pub(crate) fn deliver(&self, qpn: u32, packet: Packet) -> Result {
+    /// Fails with `ENOENT` if there is no such queue pair, or as [`QpShared::deliver`], and
+    /// hands the packet back.
+    pub(crate) fn deliver(&self, qpn: u32, packet: Packet) -> Result<(), (Error, Packet)> {
         let rcu = rcu::read_lock();
-        let qp = self.qps.load(qpn, &rcu).ok_or(ENOENT)?;
-        QpShared::deliver(qp, packet)
+        match self.qps.load(qpn, &rcu) {
+            Some(qp) => QpShared::deliver(qp, packet),
+            None => Err((ENOENT, packet)),
+        }
     }
 
     /// Hands the packets a run emitted for this device to their queue pairs.
     fn dispatch(&self, out: KVec<Packet>) {
         for pkt in out {
-            let qpn = match RocePacket::parse(&pkt) {
+            let qpn = match RocePacket::parse(pkt.bytes()) {
                 Ok(p) => p.dest_qpn(),
                 Err(_) => continue,
             };
@@ -336,6 +344,8 @@ struct RunEnd {
     bad: Option<u32>,
     /// Packets for queue pairs of this device.
     out: KVec<Packet>,
+    /// The run's packets, handled and freed: the vector goes back to the inbox as its spare.
+    batch: KVec<Packet>,
 }
 
 impl QpShared {
@@ -352,18 +362,29 @@ impl QpShared {
 
     /// Queues a packet for this queue pair and schedules it (any context).
     ///
-    /// Fails with `ENOBUFS` if [`MAX_INBOX_PACKETS`] wait already, `ENOENT` if the queue
-    /// pair is being destroyed, or `ENOMEM`.
-    pub(crate) fn deliver(this: ArcBorrow<'_, Self>, packet: Packet) -> Result {
+    /// Fails with `ENOBUFS` if [`MAX_INBOX_PACKETS`] wait already, `ESRCH` if the queue pair
+    /// is being destroyed, or `ENOMEM`, and hands the packet back.
+    pub(crate) fn deliver(
+        this: ArcBorrow<'_, Self>,
+        packet: Packet,
+    ) -> Result<(), (Error, Packet)> {
         {
             let mut inbox = this.inbox.lock();
             if inbox.dying {
-                return Err(ENOENT);
+                return Err((ESRCH, packet));
             }
             if inbox.packets.len() >= MAX_INBOX_PACKETS {
-                return Err(ENOBUFS);
+                return Err((ENOBUFS, packet));
             }
-            inbox.packets.push(packet, GFP_ATOMIC)?;
+            if inbox.packets.reserve(1, GFP_ATOMIC).is_err() {
+                return Err((ENOMEM, packet));
+            }
+            // Room for one was just reserved: this does not fail, but hands the packet back
+            // if it did.
+            inbox
+                .packets
+                .push_within_capacity(packet)
+                .map_err(|e| (ENOMEM, e.0))?;
         }
         Self::schedule(this);
         Ok(())
@@ -395,10 +416,11 @@ impl QpShared {
 
     /// One run: received packets, expired timers, then the send queue.
     fn run_once(self: &Arc<Self>, transport: &mut Option<KBox<Transport>>) -> RunEnd {
-        let (packets, kicked, due) = {
+        let (mut packets, kicked, due) = {
             let mut inbox = self.inbox.lock();
+            let spare = core::mem::take(&mut inbox.spare);
             (
-                core::mem::take(&mut inbox.packets),
+                core::mem::replace(&mut inbox.packets, spare),
                 core::mem::take(&mut inbox.kicked),
                 core::mem::take(&mut inbox.due),
             )
@@ -408,9 +430,14 @@ impl QpShared {
             failed: false,
             bad: None,
             out: KVec::new(),
+            batch: KVec::new(),
         };
         // Reset or going: what waited is dropped, as by a port that is down.
         let Some(t) = transport.as_mut() else {
+            for pkt in packets.drain_all() {
+                pkt.drop_with(SkbDropReason::QueuePurge);
+            }
+            end.batch = packets;
             return end;
         };
         let engine = &*self.engine;
@@ -418,9 +445,10 @@ impl QpShared {
         // Packets first: an acknowledgement that waits here pushes back the retransmit
         // deadline of a timer that fired meanwhile, which then finds nothing due. Run before
         // it, the timer would resend what the acknowledgement covers.
-        if self.can_receive() {
+        let receiving = self.can_receive();
+        if receiving {
             for pkt in packets.iter() {
-                end.failed |= engine.receive(self, t, pkt, &mut tx, &mut end.out);
+                end.failed |= engine.receive(self, t, pkt.bytes(), &mut tx, &mut end.out);
             }
         }
         if due {
@@ -437,12 +465,20 @@ impl QpShared {
             }
         }
         engine.note_timers(self, t);
-        drop(packets);
+        for pkt in packets.drain_all() {
+            if receiving {
+                pkt.consume();
+            } else {
+                // Not in a state to receive (INIT, or ERR): as C's `check_type_state`.
+                pkt.drop_with(SkbDropReason::NotSpecified);
+            }
+        }
+        end.batch = packets;
         end
     }
 
     /// Completes a run once the transport is unlocked.
-    fn finish_run(self: &Arc<Self>, end: RunEnd) {
+    fn finish_run(self: &Arc<Self>, mut end: RunEnd) {
         if let Some(index) = end.bad {
             self.complete_bad_wqe(index);
         }
@@ -451,7 +487,11 @@ impl QpShared {
         }
         self.engine.dispatch(end.out);
         let waiting = {
-            let inbox = self.inbox.lock();
+            let mut inbox = self.inbox.lock();
+            if inbox.spare.capacity() < end.batch.capacity() {
+                // The old spare is freed after the unlock, with `end`.
+                core::mem::swap(&mut inbox.spare, &mut end.batch);
+            }
             !inbox.packets.is_empty() || inbox.kicked || inbox.due
         };
         if end.more || waiting {
@@ -469,6 +509,8 @@ impl QpShared {
         self.timer.flush();
         self.run.flush();
         let packets = core::mem::take(&mut self.inbox.lock().packets);
-        drop(packets);
+        for pkt in packets {
+            pkt.drop_with(SkbDropReason::QueuePurge);
+        }
     }
 }

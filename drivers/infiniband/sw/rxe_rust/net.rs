@@ -19,7 +19,10 @@ use kernel::{
             NetdevEvent,
             NetdevNotify, //
         },
-        skbuff::SkBuff,
+        skbuff::{
+            SkBuff,
+            SkbDropReason, //
+        },
         udp_tunnel::{
             EncapRecv,
             SharedSockets,
@@ -54,6 +57,7 @@ impl EncapRecv for RoceRecv {
         // A datagram that is not for one of our devices, or not a valid packet for it, is
         // dropped (and counted as a drop by the network stack).
         let Some(rxe) = dev.and_then(rxe_by_netdev) else {
+            skb.drop_with_reason(SkbDropReason::NoSocket);
             return;
         };
         if let Err(why) = crate::rx::receive(&rxe, skb) {

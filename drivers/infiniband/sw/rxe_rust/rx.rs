@@ -16,13 +16,20 @@ use crate::{
             UdpHeader,
             IPPROTO_UDP, //
         },
-        packet::parse,
+        packet::{
+            parse,
+            ParseError, //
+        },
     },
+    transport::Packet,
     tx::ipv4_of,
     Rxe, //
 };
 use kernel::{
-    net::skbuff::SkBuff,
+    net::skbuff::{
+        SkBuff,
+        SkbDropReason, //
+    },
     prelude::*,
     rdma::device::Device, //
 };
@@ -37,14 +44,35 @@ pub(crate) enum DropReason {
     NetworkHeader,
     /// The UDP header is missing or its length disagrees with the datagram's.
     UdpLength,
-    /// The RoCEv2 packet is malformed or its ICRC is wrong.
+    /// The RoCEv2 packet is shorter than its headers, pad and ICRC.
+    Truncated,
+    /// The RoCEv2 packet is malformed otherwise.
     Packet,
+    /// The ICRC is wrong.
+    Icrc,
     /// It is not addressed to one of the port's GIDs.
     NotOurs,
     /// No queue pair has its destination QP number.
     NoQp,
-    /// Its queue pair is being destroyed, or too many packets wait for it.
+    /// Its queue pair is being destroyed.
+    QpGone,
+    /// Too many packets wait for its queue pair.
     Busy,
+}
+
+impl DropReason {
+    /// Returns the network stack's reason, which the `skb:kfree_skb` tracepoint reports.
+    pub(crate) fn skb_reason(self) -> SkbDropReason {
+        match self {
+            Self::NoMemory => SkbDropReason::NoMem,
+            Self::NetworkHeader | Self::Packet => SkbDropReason::UnhandledProto,
+            Self::UdpLength | Self::Truncated => SkbDropReason::PktTooSmall,
+            Self::Icrc => SkbDropReason::SkbCsum,
+            Self::NotOurs => SkbDropReason::OtherHost,
+            Self::NoQp | Self::QpGone => SkbDropReason::NoSocket,
+            Self::Busy => SkbDropReason::SocketRcvbuff,
+        }
+    }
 }
 
 /// Returns the destination of the network header `nh` as a GID, and the header.
@@ -72,8 +100,33 @@ fn network(nh: &[u8]) -> Option<([u8; 16], IpHeader<'_>)> {
     }
 }
 
-/// Checks the datagram `skb` that arrived for `dev` and queues its packet to its queue pair.
+/// Checks the datagram `skb` that arrived for `dev` and queues it to its queue pair.
+///
+/// A datagram that is dropped is freed with its reason, which is also returned.
 pub(crate) fn receive(dev: &Device<Rxe>, mut skb: SkBuff) -> Result<(), DropReason> {
+    let qpn = match check(dev, &mut skb) {
+        Ok(qpn) => qpn,
+        Err(why) => {
+            skb.drop_with_reason(why.skb_reason());
+            return Err(why);
+        }
+    };
+    // The datagram itself waits for the queue pair: no copy.
+    dev.engine
+        .deliver(qpn, Packet::Wire(skb))
+        .map_err(|(e, packet)| {
+            let why = match e {
+                e if e == ENOENT => DropReason::NoQp,
+                e if e == ESRCH => DropReason::QpGone,
+                _ => DropReason::Busy,
+            };
+            packet.drop_with(why.skb_reason());
+            why
+        })
+}
+
+/// Checks the datagram `skb` for `dev`; returns its destination QP number.
+fn check(dev: &Device<Rxe>, skb: &mut SkBuff) -> Result<u32, DropReason> {
     skb.linearize().map_err(|_| DropReason::NoMemory)?;
     let nh = skb.network_header().ok_or(DropReason::NetworkHeader)?;
     let (dgid, ip) = network(nh).ok_or(DropReason::NetworkHeader)?;
@@ -82,7 +135,11 @@ pub(crate) fn receive(dev: &Device<Rxe>, mut skb: SkBuff) -> Result<(), DropReas
     if usize::from(udp.len.get()) != data.len() {
         return Err(DropReason::UdpLength);
     }
-    let pkt = parse(payload, ip, udp, &KernelCrc32).map_err(|_| DropReason::Packet)?;
+    let pkt = parse(payload, ip, udp, &KernelCrc32).map_err(|e| match e {
+        ParseError::IcrcMismatch => DropReason::Icrc,
+        ParseError::Truncated => DropReason::Truncated,
+        _ => DropReason::Packet,
+    })?;
     // Multicast groups are not joined on the wire yet: only the port's own addresses.
     if ipv4_of(&dgid).is_none() && dgid[0] == 0xff {
         return Err(DropReason::NotOurs);
@@ -90,16 +147,5 @@ pub(crate) fn receive(dev: &Device<Rxe>, mut skb: SkBuff) -> Result<(), DropReas
     if !dev.has_roce_v2_gid(param::PORT, &dgid) {
         return Err(DropReason::NotOurs);
     }
-    let mut p = KVec::new();
-    p.extend_from_slice(pkt.as_bytes(), GFP_ATOMIC)
-        .map_err(|_| DropReason::NoMemory)?;
-    let qpn = pkt.dest_qpn();
-    skb.consume();
-    dev.engine.deliver(qpn, p).map_err(|e| {
-        if e == ENOENT {
-            DropReason::NoQp
-        } else {
-            DropReason::Busy
-        }
-    })
+    Ok(pkt.dest_qpn())
 }

@@ -16,6 +16,7 @@ use crate::{
     param,
     qp::QpShared,
     roce::{
+        icrc::UdpHeader,
         io::{
             AsyncEvent,
             Clock,
@@ -68,7 +69,13 @@ use crate::{
 };
 use core::cell::RefCell;
 use kernel::{
-    net::device::NetDevice,
+    net::{
+        device::NetDevice,
+        skbuff::{
+            SkBuff,
+            SkbDropReason, //
+        },
+    },
     prelude::*,
     rdma::{
         cq::{
@@ -255,8 +262,43 @@ pub(crate) struct Env<'a> {
     pub(crate) now: u64,
 }
 
-/// A packet on its way to this device's receive path.
-pub(crate) type Packet = KVec<u8>;
+/// A packet on its way to a queue pair of this device, BTH to ICRC.
+pub(crate) enum Packet {
+    /// From another queue pair of this device (loopback): a copy.
+    Local(KVec<u8>),
+    /// From the wire: the datagram itself, linear, its data the UDP header and the packet,
+    /// whose structure and ICRC were checked.
+    Wire(SkBuff),
+}
+
+impl Packet {
+    /// Returns the packet's bytes, BTH to ICRC.
+    pub(crate) fn bytes(&self) -> &[u8] {
+        match self {
+            Self::Local(v) => v,
+            Self::Wire(skb) => skb.data().get(UDP_HEADER_LEN..).unwrap_or(&[]),
+        }
+    }
+
+    /// Frees the packet once handled: a datagram is consumed, not counted as dropped.
+    pub(crate) fn consume(self) {
+        match self {
+            Self::Local(_) => (),
+            Self::Wire(skb) => skb.consume(),
+        }
+    }
+
+    /// Frees the packet unhandled: a datagram is dropped for `reason`.
+    pub(crate) fn drop_with(self, reason: SkbDropReason) {
+        match self {
+            Self::Local(_) => (),
+            Self::Wire(skb) => skb.drop_with_reason(reason),
+        }
+    }
+}
+
+/// The UDP header's length, before the packet in a datagram's data.
+const UDP_HEADER_LEN: usize = core::mem::size_of::<UdpHeader>();
 
 /// Runs `f` on the transport's protocol state with its memory and output.
 pub(crate) fn with_io<R>(
@@ -546,7 +588,9 @@ impl Output for Io<'_> {
             return;
         }
         let mut p = KVec::new();
-        if p.extend_from_slice(bytes, GFP_KERNEL).is_ok() && self.out.push(p, GFP_KERNEL).is_ok() {
+        if p.extend_from_slice(bytes, GFP_KERNEL).is_ok()
+            && self.out.push(Packet::Local(p), GFP_KERNEL).is_ok()
+        {
             self.env.counters.add(Counter::SentBytes, len as u64);
         } else {
             // Lost as on a congested link (the transport retries), but counted.

@@ -1,0 +1,274 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0
+"""Unwanted and malformed RoCEv2 datagrams from the wire, dropped with a reason.
+
+Two network namespaces joined by a veth pair, an rdma_rxe_rust device on
+each side. From B, a raw IPv4 socket sends datagrams to UDP 4791 of A: too
+short for a BTH, a valid packet with a wrong ICRC, an opcode the driver does
+not implement, and a valid packet (ICRC right) for a QP number that does not
+exist. Each must be freed by the driver with its drop reason
+(PKT_TOO_SMALL, SKB_CSUM, UNHANDLED_PROTO, NO_SOCKET), as the skb:kfree_skb
+tracepoint reports it (reason, and a location in the module), once per
+datagram sent; none may count as received (rcvd_pkts stays); and
+afterwards ibv_rc_pingpong -c across still works.
+
+The C driver frees such datagrams without a reason (NOT_SPECIFIED), so this
+test runs against rdma_rxe_rust only.
+
+Usage: rxe_rust_drops.py [--send CASE COUNT]  (--send: the sender, run in B)
+"""
+
+import os
+import socket
+import struct
+import subprocess
+import sys
+import time
+import zlib
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from rxe_rust_ktap import Results  # noqa: E402
+
+DRV = "rdma_rxe_rust"
+NS_A, NS_B = "rxe_drop_a", "rxe_drop_b"
+VETH_A, VETH_B = "dA", "dB"
+DEV_A, DEV_B = "rxdA", "rxdB"
+IP_A, IP_B = "10.78.0.1", "10.78.0.2"
+ROCE_PORT = 4791
+TRACING = "/sys/kernel/tracing"
+COUNT = 5
+# A QP number no QP has: numbers are handed out from 16 upwards.
+NO_QPN = 0xABCDE
+
+RES = Results()
+
+
+def run(*cmd, **kw):
+    return subprocess.run(list(cmd), capture_output=True, text=True, **kw)
+
+
+def ip_header(payload_len, ident):
+    """An IPv4 header without options, DF set, from B to A."""
+    return struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + 8 + payload_len, ident,
+                       0x4000, 64, socket.IPPROTO_UDP, 0,
+                       socket.inet_aton(IP_B), socket.inet_aton(IP_A))
+
+
+def icrc(ip, udp, packet):
+    """The ICRC of packet (BTH onwards, without ICRC), as IBTA A17.3.3."""
+    ip = bytearray(ip)
+    ip[1] = 0xFF  # TOS
+    ip[8] = 0xFF  # TTL
+    ip[10:12] = b"\xff\xff"  # header checksum
+    udp = bytearray(udp)
+    udp[6:8] = b"\xff\xff"  # UDP checksum
+    bth = bytearray(packet[:12])
+    bth[4] = 0xFF  # FECN, BECN, reserved
+    data = b"\xff" * 8 + bytes(ip) + bytes(udp) + bytes(bth) + packet[12:]
+    return struct.pack("<I", zlib.crc32(data))
+
+
+def bth(opcode, qpn, psn=0):
+    """A BTH: no SE, no pad, transport version 0, the default P_Key."""
+    return struct.pack("!BBHII", opcode, 0, 0xFFFF, qpn & 0xFFFFFF,
+                       psn & 0xFFFFFF)
+
+
+def datagram(case, ident):
+    """The IP datagram of case number ident."""
+    if case == "short":
+        packet = b"\x04\x00\xff\xff\x00\x00"
+    elif case == "icrc":
+        # RC SEND_ONLY, four bytes of payload, the ICRC off by one bit.
+        body = bth(0x04, 17) + b"abcd"
+        packet = None
+    elif case == "opcode":
+        # 0x1f: reserved in the RC range.
+        body = bth(0x1F, 17) + b"abcd"
+        packet = body + b"\0\0\0\0"
+    elif case == "noqp":
+        body = bth(0x04, NO_QPN) + b"abcd"
+        packet = None
+    else:
+        raise ValueError(case)
+    if case in ("icrc", "noqp"):
+        n = len(body) + 4
+        ip = ip_header(n, ident)
+        udp = struct.pack("!HHHH", 0xC000 + ident, ROCE_PORT, 8 + n, 0)
+        crc = bytearray(icrc(ip, udp, body))
+        if case == "icrc":
+            crc[0] ^= 1
+        packet = body + bytes(crc)
+    ip = ip_header(len(packet), ident)
+    udp = struct.pack("!HHHH", 0xC000 + ident, ROCE_PORT, 8 + len(packet), 0)
+    return ip + udp + packet
+
+
+def send(case, count):
+    """Sends count datagrams of case from this namespace to A."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
+    for i in range(count):
+        s.sendto(datagram(case, i + 1), (IP_A, 0))
+    s.close()
+
+
+def counter(dev, name):
+    with open(f"/sys/class/infiniband/{dev}/ports/1/hw_counters/{name}") as f:
+        return int(f.read())
+
+
+def trace_write(path, value):
+    with open(os.path.join(TRACING, path), "w") as f:
+        f.write(value)
+
+
+def trace_read():
+    with open(os.path.join(TRACING, "trace")) as f:
+        return f.read()
+
+
+def tracing():
+    """Mounts tracefs if needed and enables skb:kfree_skb; returns an error."""
+    event = os.path.join(TRACING, "events/skb/kfree_skb/enable")
+    if not os.path.exists(event):
+        run("mount", "-t", "tracefs", "nodev", TRACING)
+    if not os.path.exists(event):
+        return f"no {event}: tracefs or the skb events missing"
+    trace_write("events/skb/kfree_skb/enable", "1")
+    return ""
+
+
+def teardown():
+    run("ip", "netns", "exec", NS_A, "rdma", "link", "del", DEV_A)
+    run("ip", "netns", "exec", NS_B, "rdma", "link", "del", DEV_B)
+    run("ip", "netns", "del", NS_A)
+    run("ip", "netns", "del", NS_B)
+    run("rmmod", DRV)
+
+
+def setup():
+    steps = [
+        ["modprobe", DRV],
+        ["ip", "netns", "add", NS_A],
+        ["ip", "netns", "add", NS_B],
+        ["ip", "link", "add", VETH_A, "netns", NS_A, "type", "veth", "peer",
+         "name", VETH_B, "netns", NS_B],
+        ["ip", "-n", NS_A, "addr", "add", IP_A + "/24", "dev", VETH_A],
+        ["ip", "-n", NS_B, "addr", "add", IP_B + "/24", "dev", VETH_B],
+        ["ip", "-n", NS_A, "link", "set", VETH_A, "up"],
+        ["ip", "-n", NS_B, "link", "set", VETH_B, "up"],
+        ["ip", "netns", "exec", NS_A, "rdma", "link", "add", DEV_A, "type",
+         "rxe", "netdev", VETH_A],
+        ["ip", "netns", "exec", NS_B, "rdma", "link", "add", DEV_B, "type",
+         "rxe", "netdev", VETH_B],
+        ["ip", "netns", "exec", NS_B, "ping", "-c", "1", "-W", "5", IP_A],
+    ]
+    for cmd in steps:
+        r = run(*cmd)
+        if r.returncode:
+            return f"{' '.join(cmd)}: {r.stderr.strip()}"
+    return ""
+
+
+def gid_index(dev, ipv4):
+    """The GID index of the RoCE v2 GID of an IPv4 address."""
+    want = "0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x" % tuple(
+        socket.inet_aton(ipv4))
+    base = f"/sys/class/infiniband/{dev}/ports/1"
+    for _ in range(40):
+        for i in range(16):
+            try:
+                with open(f"{base}/gids/{i}") as f:
+                    gid = f.read().strip()
+                with open(f"{base}/gid_attrs/types/{i}") as f:
+                    kind = f.read().strip()
+            except OSError:
+                continue
+            if gid == want and kind == "RoCE v2":
+                return i
+        time.sleep(0.25)
+    return None
+
+
+def pingpong():
+    """ibv_rc_pingpong -c from B to A; returns (ok, output)."""
+    ga, gb = gid_index(DEV_A, IP_A), gid_index(DEV_B, IP_B)
+    if ga is None or gb is None:
+        return False, f"no RoCE v2 GID: {ga} {gb}"
+    srv = subprocess.Popen(
+        ["ip", "netns", "exec", NS_A, "timeout", "60", "ibv_rc_pingpong",
+         "-d", DEV_A, "-g", str(ga), "-c", "-n", "20", "-p", "18700"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    time.sleep(2)
+    cli = run("ip", "netns", "exec", NS_B, "timeout", "60", "ibv_rc_pingpong",
+              "-d", DEV_B, "-g", str(gb), "-c", "-n", "20", "-p", "18700",
+              IP_A)
+    out, _ = srv.communicate(timeout=90)
+    ok = cli.returncode == 0 and srv.returncode == 0
+    return ok, (cli.stdout + cli.stderr + out).strip().replace("\n", " | ")
+
+
+CASES = [
+    ("short", "PKT_TOO_SMALL", "shorter than a BTH"),
+    ("icrc", "SKB_CSUM", "a wrong ICRC"),
+    ("opcode", "UNHANDLED_PROTO", "a reserved opcode"),
+    ("noqp", "NO_SOCKET", "a QP number no QP has"),
+]
+
+
+def main():
+    if len(sys.argv) == 4 and sys.argv[1] == "--send":
+        send(sys.argv[2], int(sys.argv[3]))
+        return 0
+    teardown()
+    err = setup()
+    RES.check(f"{DRV}: set up {NS_A}/{NS_B}, veth, {DEV_A} and {DEV_B}",
+              not err, err)
+    if err:
+        for _, reason, what in CASES:
+            RES.check(f"{DRV}: {COUNT} datagrams with {what} dropped as "
+                      f"{reason}", False, "not run: the setup failed")
+        RES.check(f"{DRV}: none counted as received", False, "not run")
+        RES.check(f"{DRV}: ibv_rc_pingpong -c across afterwards", False,
+                  "not run")
+        teardown()
+        return RES.report()
+
+    rcvd = counter(DEV_A, "rcvd_pkts")
+    err = tracing()
+    try:
+        for case, reason, what in CASES:
+            if err:
+                RES.check(f"{DRV}: {COUNT} datagrams with {what} dropped as "
+                          f"{reason}", False, err)
+                continue
+            trace_write("trace", "")
+            r = run("ip", "netns", "exec", NS_B, sys.executable,
+                    os.path.abspath(__file__), "--send", case, str(COUNT))
+            time.sleep(1)
+            lines = [ln for ln in trace_read().splitlines()
+                     if "kfree_skb:" in ln]
+            ours = [ln for ln in lines if f"reason: {reason}" in ln
+                    and f"[{DRV}]" in ln]
+            diag = (f"sender: {r.returncode} {r.stderr.strip()}; "
+                    f"{len(ours)} {reason} of {len(lines)} drops traced")
+            if ours:
+                diag += "; e.g. " + ours[0].strip()
+            RES.check(f"{DRV}: {COUNT} datagrams with {what} dropped as "
+                      f"{reason}", r.returncode == 0 and len(ours) == COUNT,
+                      diag)
+    finally:
+        if not err:
+            trace_write("events/skb/kfree_skb/enable", "0")
+            trace_write("trace", "")
+    now = counter(DEV_A, "rcvd_pkts")
+    RES.check(f"{DRV}: none counted as received", now == rcvd,
+              f"{DEV_A} rcvd_pkts {rcvd} -> {now}")
+    ok, out = pingpong()
+    RES.check(f"{DRV}: ibv_rc_pingpong -c across afterwards", ok, out)
+    teardown()
+    return RES.report()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
