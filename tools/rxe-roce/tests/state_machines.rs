@@ -155,6 +155,8 @@ struct Io {
     recvs: VecDeque<RecvSlot>,
     timers: BTreeMap<TimerId, u64>,
     counters: Vec<Counter>,
+    /// Packets that may still be sent (`None`: no limit), as the driver's run budget.
+    budget: Option<usize>,
 }
 
 impl Clock for Io {
@@ -171,10 +173,16 @@ impl Clock for Io {
 
 impl Output for Io {
     fn tx_buffer(&mut self, len: usize) -> Option<&mut [u8]> {
+        if self.budget == Some(0) {
+            return None;
+        }
         self.tx.resize(len, 0);
         Some(&mut self.tx)
     }
     fn transmit(&mut self, len: usize, _: Destination) {
+        if let Some(b) = &mut self.budget {
+            *b -= 1;
+        }
         self.sent.push_back(self.tx[..len].to_vec());
     }
     fn complete(&mut self, c: Completion) {
@@ -466,6 +474,113 @@ fn duplicate_read_is_replayed_from_the_resource() {
     a.deliver(&replay);
     assert_eq!(a.sends_done(), [(0, WcStatus::Success)]);
     assert_eq!(a.mem.local[..600], b.mem.remote[8..608]);
+}
+
+#[test]
+fn read_response_resumes_where_buffers_ran_out() {
+    let (mut a, mut b) = pair(QpType::Rc, 7, 7);
+    for (i, x) in b.mem.remote.iter_mut().enumerate() {
+        *x = i as u8;
+    }
+    let read = Remote::Rdma {
+        addr: REMOTE + 8,
+        rkey: RKEY,
+    };
+    a.post(wr(0, WrOpcode::RdmaRead, read, 600));
+    let write = Remote::Rdma {
+        addr: REMOTE + 700,
+        rkey: RKEY,
+    };
+    a.post(wr(1, WrOpcode::RdmaWrite, write, 4));
+    let reqs = a.take_sent();
+    assert_eq!(reqs.len(), 2);
+    // Room for two of the three responses.
+    b.io.budget = Some(2);
+    b.deliver(&reqs[..1]);
+    let mut resp = b.take_sent();
+    assert_eq!(resp.len(), 2);
+    assert!(b.qp.is_sending_response());
+    // The WRITE behind the READ does not overtake the rest of the response.
+    b.deliver(&reqs[1..]);
+    assert_eq!(b.count(Counter::DroppedPackets), 1);
+    assert!(b.take_sent().is_empty());
+    // Buffers again: the response goes on where it stopped, with a LAST.
+    b.io.budget = None;
+    b.qp.run(&mut b.mem, &mut b.io);
+    assert!(!b.qp.is_sending_response());
+    resp.extend(b.take_sent());
+    assert_eq!(
+        opcodes(&resp)
+            .iter()
+            .map(|x| (x.0, x.1))
+            .collect::<Vec<_>>(),
+        [
+            (Opcode::RC_RDMA_READ_RESPONSE_FIRST, 0xff_fffe),
+            (Opcode::RC_RDMA_READ_RESPONSE_MIDDLE, 0xff_ffff),
+            (Opcode::RC_RDMA_READ_RESPONSE_LAST, 0),
+        ]
+    );
+    a.deliver(&resp);
+    assert_eq!(a.sends_done(), [(0, WcStatus::Success)]);
+    assert_eq!(a.mem.local[..600], b.mem.remote[8..608]);
+    // The dropped WRITE comes again with the retry and is carried out.
+    a.fire(TimerId::Retransmit);
+    let retry = a.take_sent();
+    b.deliver(&retry);
+    a.deliver(&b.take_sent());
+    assert_eq!(
+        a.sends_done(),
+        [(0, WcStatus::Success), (1, WcStatus::Success)]
+    );
+}
+
+#[test]
+fn duplicate_read_older_than_every_resource_is_read_again() {
+    let (mut a, mut b) = pair(QpType::Rc, 7, 7);
+    for (i, x) in b.mem.remote.iter_mut().enumerate() {
+        *x = i as u8;
+    }
+    let read = |id: u64| {
+        wr(
+            id,
+            WrOpcode::RdmaRead,
+            Remote::Rdma {
+                addr: REMOTE + 16 * id,
+                rkey: RKEY,
+            },
+            16,
+        )
+    };
+    // Five READs through a responder that keeps four resources: the first is forgotten.
+    let mut first = Vec::new();
+    for id in 0..5 {
+        a.post(read(id));
+        let req = a.take_sent();
+        if id == 0 {
+            first = req.clone();
+        }
+        b.deliver(&req);
+        a.deliver(&b.take_sent());
+    }
+    assert_eq!(a.sends_done().len(), 5);
+    // Its duplicate is answered all the same, from memory, at its own PSN.
+    b.deliver(&first);
+    assert_eq!(b.count(Counter::DuplicateRequest), 1);
+    let replay = b.take_sent();
+    assert_eq!(
+        opcodes(&replay)
+            .iter()
+            .map(|x| (x.0, x.1))
+            .collect::<Vec<_>>(),
+        [(Opcode::RC_RDMA_READ_RESPONSE_ONLY, 0xff_fffe)]
+    );
+    let pkt = Packet::parse(&replay[0]).unwrap();
+    assert_eq!(pkt.payload(), &b.mem.remote[..16]);
+    // A duplicate whose R_Key no longer reads is dropped, not answered.
+    let mut bad = first.clone();
+    bad[0][20..24].copy_from_slice(&(RKEY ^ 0x100).to_be_bytes());
+    b.deliver(&bad);
+    assert!(b.take_sent().is_empty());
 }
 
 #[test]

@@ -289,7 +289,27 @@ impl Engine {
         }
     }
 
-    /// Hands one packet to the transport of `qp`; returns whether the transport failed.
+    /// Sends the rest of an interrupted READ response of `qp`, within [`SEND_BUDGET`] packets;
+    /// returns whether the transport failed.
+    fn resume_response(
+        &self,
+        qp: &QpShared,
+        t: &mut Transport,
+        tx: &mut KVec<u8>,
+        out: &mut KVec<Packet>,
+    ) -> bool {
+        let env = self.env(qp);
+        let budget = Some(SEND_BUDGET);
+        let (failed, _) = with_io_budget(t, &env, tx, out, budget, |roce, mem, io| {
+            roce.resume_response(mem, io);
+            roce.state() == TransportState::Error
+        });
+        failed
+    }
+
+    /// Hands one packet to the transport of `qp`, letting it emit at most [`SEND_BUDGET`]
+    /// packets (a READ response then waits for the next run); returns whether the transport
+    /// failed.
     fn receive(
         &self,
         qp: &QpShared,
@@ -304,11 +324,13 @@ impl Engine {
         self.counters
             .add(crate::stats::Counter::RcvdBytes, bytes.len() as u64);
         let env = self.env(qp);
-        with_io(t, &env, tx, out, |roce, mem, io| {
+        let budget = Some(SEND_BUDGET);
+        with_io_budget(t, &env, tx, out, budget, |roce, mem, io| {
             roce.receive(&pkt, mem, io);
             roce.end_of_batch(io);
             roce.state() == TransportState::Error
         })
+        .0
     }
 }
 
@@ -445,17 +467,35 @@ impl QpShared {
         // Packets first: an acknowledgement that waits here pushes back the retransmit
         // deadline of a timer that fired meanwhile, which then finds nothing due. Run before
         // it, the timer would resend what the acknowledgement covers.
-        let receiving = self.can_receive();
-        if receiving {
-            for pkt in packets.iter() {
+        let arrived = !packets.is_empty();
+        let mut backlog = core::mem::take(&mut t.backlog);
+        if self.can_receive() {
+            // Held back packets first, then the new ones, in order: none is handled while a
+            // READ response waits for transmit buffers (requests must not overtake it).
+            for pkt in Iterator::chain(backlog.drain_all(), packets.drain_all()) {
+                if t.is_sending_response() || !t.backlog.is_empty() {
+                    // On no memory the packet is freed as dropped: the requester retries.
+                    let _ = t.backlog.push(pkt, GFP_KERNEL);
+                    continue;
+                }
                 end.failed |= engine.receive(self, t, pkt.bytes(), &mut tx, &mut end.out);
+                pkt.consume();
             }
+        } else {
+            // Not in a state to receive (INIT, or ERR): as C's `check_type_state`.
+            for pkt in Iterator::chain(backlog.drain_all(), packets.drain_all()) {
+                pkt.drop_with(SkbDropReason::NotSpecified);
+            }
+        }
+        if t.is_sending_response() {
+            // Answers go out even from a QP that may not send requests yet (RTR).
+            end.failed |= engine.resume_response(self, t, &mut tx, &mut end.out);
         }
         if due {
             end.failed |= engine.run_timers(self, t, &mut tx, &mut end.out);
         }
         // Acknowledgements free room in the send window: the ring is fed after packets too.
-        if kicked || due || !packets.is_empty() {
+        if kicked || due || arrived {
             let s = engine.send(self, t, &mut tx, &mut end.out);
             end.failed |= s.failed;
             end.bad = s.bad;
@@ -464,15 +504,9 @@ impl QpShared {
                 end.more = true;
             }
         }
+        // The rest of the response, and what waits behind it, in the next run.
+        end.more |= t.is_sending_response() || !t.backlog.is_empty();
         engine.note_timers(self, t);
-        for pkt in packets.drain_all() {
-            if receiving {
-                pkt.consume();
-            } else {
-                // Not in a state to receive (INIT, or ERR): as C's `check_type_state`.
-                pkt.drop_with(SkbDropReason::NotSpecified);
-            }
-        }
         end.batch = packets;
         end
     }

@@ -139,6 +139,8 @@ pub(crate) struct Transport {
     pub(crate) timers: [Option<u64>; 2],
     /// The deadline the queue pair's timer is set for, if any.
     pub(crate) armed: Option<u64>,
+    /// Packets held back while a READ response waits for transmit buffers, oldest first.
+    pub(crate) backlog: KVec<Packet>,
 }
 
 /// Returns the protocol core's queue pair type.
@@ -217,9 +219,16 @@ impl Transport {
                 route: None,
                 timers: [None, None],
                 armed: None,
+                backlog: KVec::new(),
             },
             GFP_KERNEL,
         )?)
+    }
+
+    /// Returns whether a READ response waits for transmit buffers: received packets wait
+    /// in [`Transport::backlog`] until it is sent.
+    pub(crate) fn is_sending_response(&self) -> bool {
+        self.qp.is_sending_response()
     }
 
     /// Starts the requester with the attributes of a queue pair entering RTS.

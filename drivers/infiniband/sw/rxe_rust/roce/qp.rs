@@ -196,13 +196,32 @@ impl<const SQ: usize, const RES: usize> QpTransport<SQ, RES> {
         self.sync_error(out);
     }
 
-    /// Sends what the requester may send now (after [`Output::tx_buffer`] ran dry).
+    /// Sends what the responder and the requester may send now (after [`Output::tx_buffer`]
+    /// ran dry): the rest of an interrupted READ response first, then new requests.
     pub fn run<M, O>(&mut self, mem: &mut M, out: &mut O)
     where
         M: MemoryAccess + ?Sized,
         O: Output + Clock + ?Sized,
     {
+        self.responder.resume(mem, out);
         self.requester.run(mem, out);
+    }
+
+    /// Sends the rest of an interrupted READ response only (a QP that may not send requests
+    /// yet, in RTR, still answers them).
+    pub fn resume_response<M, O>(&mut self, mem: &mut M, out: &mut O)
+    where
+        M: MemoryAccess + ?Sized,
+        O: Output + ?Sized,
+    {
+        self.responder.resume(mem, out);
+    }
+
+    /// Returns whether a READ response waits for transmit buffers: the caller should hold
+    /// received packets back until [`QpTransport::run`] has sent it (requests that arrive
+    /// meanwhile are dropped, to be retried).
+    pub fn is_sending_response(&self) -> bool {
+        self.responder.is_sending()
     }
 
     /// Flushes receive WQEs posted while the QP is in the error state.

@@ -93,6 +93,16 @@ struct Resource {
     kind: ResourceKind,
 }
 
+/// Where an RDMA READ response that ran out of transmit buffers resumes.
+#[derive(Clone, Copy, Debug)]
+struct ReadCursor {
+    res: Resource,
+    /// The index of the response's first packet (a First or Only opcode).
+    first: u32,
+    /// The index of the next packet to send.
+    next: u32,
+}
+
 /// Why a request was not carried out.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Fault {
@@ -143,6 +153,9 @@ pub struct Responder<const R: usize> {
     drop_msg: bool,
     resources: [Option<Resource>; R],
     res_next: usize,
+    /// A READ response left unfinished when transmit buffers ran out: it is resumed by
+    /// [`Responder::resume`] before any other request is handled.
+    read_cursor: Option<ReadCursor>,
     error: bool,
     /// Receive WQEs come from a shared receive queue.
     srq: bool,
@@ -168,6 +181,7 @@ impl<const R: usize> Responder<R> {
             drop_msg: false,
             resources: [None; R],
             res_next: 0,
+            read_cursor: None,
             error: false,
             srq: cfg.srq,
         }
@@ -183,13 +197,34 @@ impl<const R: usize> Responder<R> {
         self.epsn
     }
 
+    /// Returns whether a READ response waits for transmit buffers: requests that arrive
+    /// before [`Responder::resume`] finishes it are dropped (the caller should hold them back).
+    pub fn is_sending(&self) -> bool {
+        self.read_cursor.is_some()
+    }
+
+    /// Sends what is left of an interrupted READ response, as far as transmit buffers go.
+    pub fn resume<M, O>(&mut self, mem: &mut M, out: &mut O)
+    where
+        M: MemoryAccess + ?Sized,
+        O: Output + ?Sized,
+    {
+        let Some(c) = self.read_cursor.take() else {
+            return;
+        };
+        // The range was checked when the request came. If it is no longer readable, the
+        // rest is not sent and the requester's retry gets the NAK.
+        let _ = self.send_read_responses(&c.res, c.first, c.next, mem, out);
+    }
+
     /// Handles a request packet that passed [`Packet::check_qp`] for this QP.
     pub fn on_request<M, O>(&mut self, pkt: &Packet<'_>, mem: &mut M, out: &mut O)
     where
         M: MemoryAccess + ?Sized,
         O: Output + ?Sized,
     {
-        if self.error || !pkt.opcode().is_request() {
+        // Requests are handled in order: none overtakes the READ response still being sent.
+        if self.error || !pkt.opcode().is_request() || self.read_cursor.is_some() {
             out.count(Counter::DroppedPackets);
             return;
         }
@@ -293,7 +328,10 @@ impl<const R: usize> Responder<R> {
                         && psn.in_window(r.first_psn, r.npsn)
                 });
                 let Some(res) = found else {
-                    out.count(Counter::DroppedPackets);
+                    // Older than every resource kept (the requester may have more READs
+                    // outstanding than there are resources): a READ changes nothing, so it
+                    // is carried out again from the duplicate's own RETH, at its PSN.
+                    self.reread(pkt, mem, out);
                     return;
                 };
                 if let (ResourceKind::Read { rkey, .. }, Some(reth)) = (res.kind, pkt.reth()) {
@@ -306,7 +344,7 @@ impl<const R: usize> Responder<R> {
                 let start = psn.distance_from(res.first_psn);
                 // A failure here is a failure of the original read too; the
                 // requester times out.
-                let _ = self.send_read_responses(&res, start, mem, out);
+                let _ = self.send_read_responses(&res, start, start, mem, out);
             }
             OpClass::Atomic => {
                 let found =
@@ -450,6 +488,46 @@ impl<const R: usize> Responder<R> {
         Ok(())
     }
 
+    /// Answers a duplicate RDMA READ that no resource remembers by reading again what its
+    /// RETH names, if the QP and the R_Key still allow it; otherwise drops it.
+    fn reread<M, O>(&mut self, pkt: &Packet<'_>, mem: &mut M, out: &mut O)
+    where
+        M: MemoryAccess + ?Sized,
+        O: Output + ?Sized,
+    {
+        let Some(reth) = pkt.reth() else {
+            out.count(Counter::DroppedPackets);
+            return;
+        };
+        let allowed = self.access.contains(Access::REMOTE_READ)
+            && check_dma_len(pkt).is_ok()
+            && mem
+                .check_remote(reth.rkey(), reth.va(), reth.dma_len(), Access::REMOTE_READ)
+                .is_ok();
+        if !allowed {
+            out.count(Counter::DroppedPackets);
+            return;
+        }
+        let npsn = packets_for(reth.dma_len(), self.mtu.bytes());
+        if self.epsn.is_before(pkt.psn().add(npsn)) {
+            // Responses past what was ever requested: not a READ that was carried out.
+            out.count(Counter::DroppedPackets);
+            return;
+        }
+        let res = Resource {
+            first_psn: pkt.psn(),
+            npsn,
+            msn: self.msn,
+            kind: ResourceKind::Read {
+                va: reth.va(),
+                rkey: reth.rkey(),
+                len: reth.dma_len(),
+            },
+        };
+        self.flush_ack(out);
+        let _ = self.send_read_responses(&res, 0, 0, mem, out);
+    }
+
     /// Carries out an RDMA READ request; returns the PSNs its responses use.
     fn read<M, O>(&mut self, pkt: &Packet<'_>, mem: &mut M, out: &mut O) -> Result<u32, Fault>
     where
@@ -476,7 +554,7 @@ impl<const R: usize> Responder<R> {
         };
         self.store(res);
         self.flush_ack(out);
-        self.send_read_responses(&res, 0, mem, out)?;
+        self.send_read_responses(&res, 0, 0, mem, out)?;
         Ok(npsn)
     }
 
@@ -487,11 +565,14 @@ impl<const R: usize> Responder<R> {
         self.res_next = self.res_next.wrapping_add(1).checked_rem(R).unwrap_or(0);
     }
 
-    /// Sends the responses of a READ from response `start` on.
+    /// Sends the responses of a READ from response `from` on; the response starts at `first`.
+    ///
+    /// When transmit buffers run out, the rest waits in the READ cursor.
     fn send_read_responses<M, O>(
         &mut self,
         res: &Resource,
-        start: u32,
+        first: u32,
+        from: u32,
         mem: &mut M,
         out: &mut O,
     ) -> Result<(), Fault>
@@ -504,11 +585,11 @@ impl<const R: usize> Responder<R> {
         };
         let mtu = self.mtu.bytes();
         let last = res.npsn.saturating_sub(1);
-        let mut idx = start;
+        let mut idx = from;
         while idx <= last {
             let offset = idx.saturating_mul(mtu);
             let plen = len.saturating_sub(offset).min(mtu);
-            let pos = match (idx == start, idx == last) {
+            let pos = match (idx == first, idx == last) {
                 (true, true) => Position::Only,
                 (true, false) => Position::First,
                 (false, true) => Position::Last,
@@ -535,8 +616,14 @@ impl<const R: usize> Responder<R> {
             );
             match r {
                 Ok(()) => {}
-                // The requester will ask again for what it misses.
-                Err(TxError::NoBuffer) => return Ok(()),
+                Err(TxError::NoBuffer) => {
+                    self.read_cursor = Some(ReadCursor {
+                        res: *res,
+                        first,
+                        next: idx,
+                    });
+                    return Ok(());
+                }
                 Err(TxError::Memory(_)) => return Err(Fault::Access),
                 Err(TxError::Build) => return Err(Fault::Operational),
             }
@@ -678,6 +765,7 @@ impl<const R: usize> Responder<R> {
         self.error = true;
         self.msg = None;
         self.ack_pending = None;
+        self.read_cursor = None;
         if let Some(wr) = self.recv.take() {
             out.complete(flushed(wr, status));
         }
