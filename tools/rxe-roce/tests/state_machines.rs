@@ -476,6 +476,154 @@ fn duplicate_read_is_replayed_from_the_resource() {
     assert_eq!(a.mem.local[..600], b.mem.remote[8..608]);
 }
 
+/// Posts `n` READs of 600 bytes (three responses each at MTU 256) from `a` to patterned
+/// memory of `b`; returns their requests.
+fn post_reads(a: &mut End, b: &mut End, n: u64) -> Vec<Vec<u8>> {
+    for (i, x) in b.mem.remote.iter_mut().enumerate() {
+        *x = (i * 7) as u8;
+    }
+    for id in 0..n {
+        a.post(wr(
+            id,
+            WrOpcode::RdmaRead,
+            Remote::Rdma {
+                addr: REMOTE + 1000 * id,
+                rkey: RKEY,
+            },
+            600,
+        ));
+    }
+    let reqs = a.take_sent();
+    assert_eq!(reqs.len(), n as usize);
+    reqs
+}
+
+/// Two READs from `a`, answered by `b`: their six responses.
+fn two_reads(a: &mut End, b: &mut End) -> Vec<Vec<u8>> {
+    let reqs = post_reads(a, b, 2);
+    b.deliver(&reqs);
+    let resp = b.take_sent();
+    assert_eq!(resp.len(), 6);
+    resp
+}
+
+/// Checks that the `n` READs of [`post_reads`] completed with the data of `b`.
+fn check_reads(a: &End, b: &End, n: u64) {
+    assert_eq!(
+        a.sends_done(),
+        (0..n).map(|i| (i, WcStatus::Success)).collect::<Vec<_>>()
+    );
+    for id in 0..n as usize {
+        let (l, r) = (id * SLOT, id * 1000);
+        assert_eq!(a.mem.local[l..l + 600], b.mem.remote[r..r + 600]);
+    }
+}
+
+#[test]
+fn late_read_response_needs_no_retry() {
+    let (mut a, mut b) = pair(QpType::Rc, 7, 7);
+    let resp = two_reads(&mut a, &mut b);
+    // The second response is overtaken by the rest: they are kept, and no retry goes out
+    // while it may still come; the retry would wait a reorder window, not the ACK timeout.
+    a.deliver(&resp[..1]);
+    a.deliver(&resp[2..]);
+    assert!(
+        a.take_sent().is_empty(),
+        "no go-back-N retry on a reordering"
+    );
+    let window = AckTimeout::new(10).unwrap().nanos().unwrap() / 16;
+    assert_eq!(
+        a.io.timers.get(&TimerId::Retransmit),
+        Some(&(a.io.now + window))
+    );
+    assert!(a.sends_done().is_empty());
+    a.deliver(&resp[1..2]);
+    check_reads(&a, &b, 2);
+    assert_eq!(a.count(Counter::Retry), 0);
+    assert!(a.take_sent().is_empty());
+    assert!(!a.io.timers.contains_key(&TimerId::Retransmit));
+}
+
+#[test]
+fn lost_read_response_alone_is_asked_again() {
+    let (mut a, mut b) = pair(QpType::Rc, 7, 7);
+    let resp = two_reads(&mut a, &mut b);
+    // The second response is lost. After the reorder window only the first READ is asked
+    // again, from that response on; the second READ has all of its responses.
+    a.deliver(&resp[..1]);
+    a.deliver(&resp[2..]);
+    a.fire(TimerId::Retransmit);
+    assert_eq!(a.count(Counter::Retry), 1);
+    let retry = a.take_sent();
+    assert_eq!(retry.len(), 1, "one READ request asked again");
+    let pkt = Packet::parse(&retry[0]).unwrap();
+    assert_eq!(pkt.opcode(), Opcode::RC_RDMA_READ_REQUEST);
+    assert_eq!(pkt.psn().get(), 0xff_ffff);
+    assert_eq!(pkt.reth().unwrap().va(), REMOTE + 256);
+    assert_eq!(pkt.reth().unwrap().dma_len(), 600 - 256);
+    b.deliver(&retry);
+    assert_eq!(b.count(Counter::DuplicateRequest), 1);
+    a.deliver(&b.take_sent());
+    check_reads(&a, &b, 2);
+}
+
+#[test]
+fn gap_retry_leaves_what_was_sent_after_the_gap() {
+    let (mut a, mut b) = pair(QpType::Rc, 7, 7);
+    let reqs = post_reads(&mut a, &mut b, 3);
+    b.deliver(&reqs);
+    let resp = b.take_sent();
+    assert_eq!(resp.len(), 9);
+    // The first READ's second response is lost; the third READ's are still on the way.
+    a.deliver(&resp[..1]);
+    a.deliver(&resp[2..6]);
+    a.fire(TimerId::Retransmit);
+    let retry = a.take_sent();
+    assert_eq!(
+        opcodes(&retry).iter().map(|x| x.1).collect::<Vec<_>>(),
+        [0xff_ffff],
+        "only the gap is asked for again, not the READs after it"
+    );
+    a.deliver(&resp[6..]);
+    b.deliver(&retry);
+    a.deliver(&b.take_sent());
+    check_reads(&a, &b, 3);
+    assert_eq!(a.count(Counter::Retry), 1);
+}
+
+#[test]
+fn sequence_error_nak_resends_from_its_psn_not_before() {
+    let (mut a, mut b) = pair(QpType::Rc, 7, 7);
+    let reqs = post_reads(&mut a, &mut b, 3);
+    // The second request is lost: the first is answered, the third NAKed. The NAK
+    // overtakes the first READ's responses.
+    b.deliver(&reqs[..1]);
+    let responses = b.take_sent();
+    assert_eq!(responses.len(), 3);
+    b.deliver(&reqs[2..]);
+    let nak = b.take_sent();
+    assert_eq!(
+        opcodes(&nak),
+        [(
+            Opcode::RC_ACKNOWLEDGE,
+            0xff_fffe + 3 - 0x100_0000,
+            Some(Syndrome::Nak(NakCode::PsnSequenceError))
+        )]
+    );
+    a.deliver(&nak);
+    assert_eq!(a.count(Counter::Retry), 1);
+    let again = a.take_sent();
+    assert_eq!(
+        opcodes(&again).iter().map(|x| x.1).collect::<Vec<_>>(),
+        [1, 4],
+        "the first READ was carried out: only the second and third are asked again"
+    );
+    a.deliver(&responses);
+    b.deliver(&again);
+    a.deliver(&b.take_sent());
+    check_reads(&a, &b, 3);
+}
+
 #[test]
 fn read_response_resumes_where_buffers_ran_out() {
     let (mut a, mut b) = pair(QpType::Rc, 7, 7);

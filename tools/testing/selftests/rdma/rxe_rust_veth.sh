@@ -17,7 +17,8 @@
 # are allowed: at most 5 retries per device, and duplicates at most 1% of
 # what the device received (the bug this caught: 21 retries, 27%).
 # Then netem makes the wire lossy both ways (loss, duplication, reordering):
-# ibv_rc_pingpong -c (data compared) and ib_write_bw must still complete, and the retransmit and sequence-error counters must have moved.
+# ibv_rc_pingpong -c (data compared), ib_write_bw and ib_read_bw must still
+# complete, and the retransmit and sequence-error counters must have moved.
 #
 # Usage: rxe_rust_veth.sh [DRIVER...]  (default: rdma_rxe rdma_rxe_rust)
 
@@ -47,7 +48,7 @@ PERF_ITERS=200
 MAX_TIMEOUTS=2
 BAD_LOG='WARNING:|BUG:|Oops|general protection|refcount_t:|list_(add|del) corruption|UBSAN|KASAN|INFO: task .* blocked'
 # Checks per driver (the plan is fixed: every check prints its line).
-CHECKS=25
+CHECKS=26
 
 DRIVERS=("$@")
 [ ${#DRIVERS[@]} -eq 0 ] && DRIVERS=($RXE_C $RXE_RUST)
@@ -465,8 +466,8 @@ run_driver() {
 		across -g "$GA4" "$GB4" ibv_rc_pingpong -c -s 4096 -n $ITERS
 	run_check "ib_write_bw -s 4096 over the lossy wire" \
 		across -x "$GA4" "$GB4" ib_write_bw -F -n $PERF_ITERS -s 4096
-	# Not ib_read_bw yet: on rdma_rxe_rust it ends in retry_exceeded_err
-	# under this loss (issue 9 note); rdma_rxe passes it.
+	run_check "ib_read_bw -s 4096 over the lossy wire" \
+		across -x "$GA4" "$GB4" ib_read_bw -F -n $PERF_ITERS -s 4096
 	NOT_RUN=$setup_failed
 	run_check "the lossy runs moved the recovery counters" recovered "$lost"
 

@@ -6,15 +6,27 @@
 //! more methods of [`Requester`]. An ACK acknowledges every PSN up to its
 //! own; a read response, atomic acknowledge or NAK acknowledges every PSN
 //! before its own. An acknowledgement that reaches past a READ or atomic
-//! whose response has not arrived means that response was lost (an implied
-//! NAK). A PSN sequence error NAK, an implied NAK and the local ACK timeout
-//! wind the requester back to the oldest unacknowledged PSN (go-back-N), each
-//! using one transport retry; an RNR NAK waits the delay it names and resumes
-//! at its PSN, using one RNR retry and restoring the transport retry budget
-//! (the responder answered). Progress restores both budgets. When a
-//! budget runs out, or on a NAK that reports an error, the WQE completes with
-//! the matching status, every later WQE is flushed and the QP enters the
-//! error state.
+//! whose response has not arrived means that response is lost or late (an
+//! implied NAK).
+//!
+//! Recovery asks again only for what is missing:
+//! - A READ response that arrives ahead of a gap (only READs in between) is
+//!   placed at once and noted; when the gap fills, the completer moves past
+//!   every response noted, and a retry does not ask for them again.
+//! - An implied NAK waits a reorder window (a sixteenth of the local ACK
+//!   timeout) for the late response, then retries for the gaps only: what was
+//!   sent after the last response seen is left alone (its responses follow).
+//! - A PSN sequence error NAK resends from the PSN it names: the responder
+//!   carried out everything before it.
+//! - The local ACK timeout goes back to the oldest unacknowledged PSN
+//!   (go-back-N).
+//!
+//! Each of these retries uses one transport retry. An RNR NAK waits the delay
+//! it names and resumes at its PSN, using one RNR retry and restoring the
+//! transport retry budget (the responder answered). Progress restores both
+//! budgets. When a budget runs out, or on a NAK that reports an error, the WQE
+//! completes with the matching status, every later WQE is flushed and the QP
+//! enters the error state.
 
 use super::aeth::{
     NakCode,
@@ -42,6 +54,9 @@ use super::requester::{
     Requester, //
 };
 use super::wqe::WrOpcode;
+
+/// The reorder window after an implied NAK, as a fraction of the local ACK timeout.
+const REORDER_WINDOW_DIVISOR: u64 = 16;
 
 /// What acknowledging a range of PSNs found.
 enum Acked {
@@ -89,7 +104,7 @@ impl<const N: usize> Requester<N> {
         O: Output + Clock + ?Sized,
     {
         if let Acked::ImpliedNak = self.ack_before(psn, out) {
-            self.retry_transport(false, out);
+            self.implied_nak(psn.next(), out);
             return None;
         }
         let k = self.first_pending()?;
@@ -145,10 +160,16 @@ impl<const N: usize> Requester<N> {
                 let deadline = out.now().after_nanos(nanos);
                 self.retrans_deadline = Some(deadline);
                 out.arm(TimerId::Retransmit, deadline);
+                self.gap_until = None;
+                if let Some(end) = self.early_end() {
+                    // Responses wait beyond another gap.
+                    self.implied_nak(end, out);
+                }
                 return;
             }
         }
         self.retrans_deadline = None;
+        self.gap_until = None;
         out.cancel(TimerId::Retransmit);
     }
 
@@ -162,17 +183,70 @@ impl<const N: usize> Requester<N> {
     where
         O: Output + Clock + ?Sized,
     {
+        self.retry_from(self.comp_psn, timeout, None, out);
+    }
+
+    /// Uses a transport retry to go back to `psn`, or to the oldest unacknowledged PSN if
+    /// that is later; as [`Requester::retry_transport`] otherwise.
+    ///
+    /// With `until`, the retry fills gaps only: what was sent from that PSN on is not sent
+    /// again.
+    fn retry_from<O>(&mut self, psn: Psn, timeout: bool, until: Option<Psn>, out: &mut O)
+    where
+        O: Output + Clock + ?Sized,
+    {
         if self.retrying && !timeout {
             return;
         }
         if self.retry.try_consume() {
             out.count(Counter::Retry);
             self.retrying = true;
-            self.rewind(self.comp_psn);
+            let from = if self.comp_psn.is_before(psn) && self.is_outstanding(psn) {
+                psn
+            } else {
+                self.comp_psn
+            };
+            let resume = self.send_position();
+            self.rewind(from);
+            self.resend = until.map(|u| (u, resume));
         } else {
             out.count(Counter::RetryExceeded);
             let k = self.owner_of(self.comp_psn).or(self.first_pending());
             self.fail(k.unwrap_or(0), WcStatus::RetryExcErr, out);
+        }
+    }
+
+    /// Answers an implied NAK: a response reached past a READ or atomic whose own response
+    /// has not arrived.
+    ///
+    /// That response may only be late: a link that reorders delivers it shortly after. A
+    /// go-back-N retry at once would ask again for everything outstanding, and answering
+    /// every such reordering with one is what floods a lossy link with duplicates. So the
+    /// retry waits a reorder window (a sixteenth of the local ACK timeout); progress in
+    /// between (the late response) restores the full timeout instead.
+    ///
+    /// `seen` is the PSN just past the responses seen beyond the gap: the retry asks again
+    /// for what is missing before it, not for what was sent after (its responses follow).
+    fn implied_nak<O>(&mut self, seen: Psn, out: &mut O)
+    where
+        O: Output + Clock + ?Sized,
+    {
+        if self.retrying {
+            // The retry under way already asks for it again.
+            return;
+        }
+        let Some(nanos) = self.ack_timeout.nanos() else {
+            self.retry_transport(false, out);
+            return;
+        };
+        self.gap_until = Some(match self.gap_until {
+            Some(g) if seen.is_before(g) => g,
+            _ => seen,
+        });
+        let deadline = out.now().after_nanos(nanos / REORDER_WINDOW_DIVISOR);
+        if self.retrans_deadline.is_none_or(|d| deadline < d) {
+            self.retrans_deadline = Some(deadline);
+            out.arm(TimerId::Retransmit, deadline);
         }
     }
 
@@ -216,7 +290,7 @@ impl<const N: usize> Requester<N> {
         match syndrome {
             Syndrome::Ack(_) => {
                 if let Acked::ImpliedNak = self.ack_before(psn.next(), out) {
-                    self.retry_transport(false, out);
+                    self.implied_nak(psn.next(), out);
                 }
             }
             Syndrome::RnrNak(timer) => {
@@ -225,7 +299,7 @@ impl<const N: usize> Requester<N> {
                     return;
                 }
                 if let Acked::ImpliedNak = self.ack_before(psn, out) {
-                    self.retry_transport(false, out);
+                    self.implied_nak(psn, out);
                     return;
                 }
                 if self.rnr_retry.try_consume() {
@@ -251,8 +325,11 @@ impl<const N: usize> Requester<N> {
                     // Requests sent after the RNR NAKed one; the RNR retry resends them.
                     return;
                 }
+                // The responder carried out every request before the PSN it NAKs: only the
+                // rest is sent again. Responses to READs before it may still be on their way;
+                // if not, the reorder window or the timeout asks for them.
                 let _ = self.ack_before(psn, out);
-                self.retry_transport(false, out);
+                self.retry_from(psn, false, None, out);
             }
             Syndrome::Nak(code) => {
                 let status = match code {
@@ -274,14 +351,89 @@ impl<const N: usize> Requester<N> {
         M: MemoryAccess + ?Sized,
         O: Output + Clock + ?Sized,
     {
-        let Some((k, e)) = self.response_target(psn, out) else {
+        if psn != self.comp_psn {
+            // The response acknowledges the requests before it; the oldest pending one may
+            // still wait for its own response.
+            let _ = self.ack_before(psn, out);
+        }
+        let Some(k) = self.owner_of(psn) else {
+            out.count(Counter::DroppedPackets);
             return;
         };
-        if e.wr.opcode != WrOpcode::RdmaRead || !e.contains(psn) || psn != self.comp_psn {
-            // A gap or a duplicate: the local ACK timeout recovers a gap.
+        let Some(e) = self.entry(k).copied() else {
+            return;
+        };
+        if e.wr.opcode != WrOpcode::RdmaRead {
             out.count(Counter::DroppedPackets);
             return;
         }
+        if psn != self.comp_psn {
+            // Ahead of a gap: a response before it is lost or late. Placed now, it is not
+            // asked for again; only READs may stand in between (the gap is a response).
+            if self.reads_up_to(k) && !self.is_early(psn) {
+                if !self.place_read_response(k, &e, pkt, psn, mem, out) {
+                    return;
+                }
+                self.set_early(psn);
+            } else {
+                out.count(Counter::DroppedPackets);
+            }
+            self.implied_nak(psn.next(), out);
+            return;
+        }
+        if !self.place_read_response(k, &e, pkt, psn, mem, out) {
+            return;
+        }
+        // In order: move past it and every response that arrived ahead of it.
+        self.comp_psn = psn.next();
+        while self.take_early(self.comp_psn) {
+            self.comp_psn = self.comp_psn.next();
+        }
+        while let Some(j) = self.first_pending() {
+            match self.entry(j).copied() {
+                Some(w)
+                    if w.assigned
+                        && w.wr.opcode == WrOpcode::RdmaRead
+                        && w.last_psn().is_before(self.comp_psn) =>
+                {
+                    self.finish(j, WcStatus::Success);
+                }
+                _ => break,
+            }
+        }
+        self.progress(out);
+    }
+
+    /// Returns true if every pending WQE up to the one at `k` is a READ.
+    fn reads_up_to(&self, k: usize) -> bool {
+        let mut j = k;
+        loop {
+            match self.entry(j) {
+                Some(e) if e.done.is_some() || e.wr.opcode == WrOpcode::RdmaRead => {}
+                _ => return false,
+            }
+            if j == 0 {
+                return true;
+            }
+            j = j.wrapping_sub(1);
+        }
+    }
+
+    /// Checks the READ response at `psn` for the WQE `e` (at `k`) and places its payload;
+    /// on a mismatch fails the WQE and returns false.
+    fn place_read_response<M, O>(
+        &mut self,
+        k: usize,
+        e: &Entry,
+        pkt: &Packet<'_>,
+        psn: Psn,
+        mem: &mut M,
+        out: &mut O,
+    ) -> bool
+    where
+        M: MemoryAccess + ?Sized,
+        O: Output + Clock + ?Sized,
+    {
         let idx = psn.distance_from(e.first_psn);
         let mtu = self.mtu.bytes();
         let offset = idx.saturating_mul(mtu);
@@ -292,20 +444,16 @@ impl<const N: usize> Requester<N> {
             || usize::try_from(expected).ok() != Some(payload.len())
         {
             self.fail(k, WcStatus::BadRespErr, out);
-            return;
+            return false;
         }
         if mem
             .scatter(WqeRef::Send(e.wr.slot), offset, payload)
             .is_err()
         {
             self.fail(k, WcStatus::LocProtErr, out);
-            return;
+            return false;
         }
-        self.comp_psn = psn.next();
-        if last {
-            self.finish(k, WcStatus::Success);
-        }
-        self.progress(out);
+        true
     }
 
     fn on_atomic_ack<M, O>(&mut self, pkt: &Packet<'_>, psn: Psn, mem: &mut M, out: &mut O)
@@ -357,10 +505,12 @@ impl<const N: usize> Requester<N> {
                     return;
                 }
                 self.retrans_deadline = None;
+                let gap_until = self.gap_until.take();
                 if self.next_psn == self.comp_psn || self.rnr_wait.is_some() {
                     return;
                 }
-                self.retry_transport(true, out);
+                // After a reorder window, only the gaps are asked for again.
+                self.retry_from(self.comp_psn, true, gap_until, out);
             }
             TimerId::RnrRetry => {
                 let Some((_, deadline)) = self.rnr_wait else {

@@ -59,6 +59,9 @@ use super::wqe::{
 /// The most PSNs the requester leaves unacknowledged (`RXE_MAX_UNACKED_PSNS`).
 pub const MAX_UNACKED_PSNS: u32 = 128;
 
+/// Words of the bitmap of READ responses that arrived ahead of a gap.
+const EARLY_WORDS: usize = (MAX_UNACKED_PSNS / 64) as usize;
+
 /// The requester asks for an ACK at least every this many packets.
 pub const MAX_PKTS_PER_ACK: u32 = 64;
 
@@ -198,6 +201,16 @@ pub struct Requester<const N: usize> {
     pub(super) rnr_wait: Option<(Psn, Instant)>,
     /// A go-back-N retry is under way: no progress since it started.
     pub(super) retrying: bool,
+    /// READ responses placed ahead of `comp_psn`, one bit per PSN modulo
+    /// [`MAX_UNACKED_PSNS`] (every outstanding PSN is within that distance of it).
+    pub(super) early: [u64; EARLY_WORDS],
+    /// While a reorder window runs: responses were seen up to (not including) this PSN,
+    /// beyond a gap.
+    pub(super) gap_until: Option<Psn>,
+    /// A retry that fills gaps only: WQEs from the first PSN (exclusive limit of the gaps)
+    /// that were sent before the second PSN (the send position before the retry) are not
+    /// sent again; their responses are on their way.
+    pub(super) resend: Option<(Psn, Psn)>,
     pub(super) error: bool,
 }
 
@@ -228,6 +241,9 @@ impl<const N: usize> Requester<N> {
             retrans_deadline: None,
             rnr_wait: None,
             retrying: false,
+            early: [0; EARLY_WORDS],
+            gap_until: None,
+            resend: None,
             error: false,
         }
     }
@@ -334,7 +350,21 @@ impl<const N: usize> Requester<N> {
                 self.advance();
                 continue;
             }
-            if !entry.assigned {
+            if entry.assigned {
+                if let Some((until, resume)) = self.resend {
+                    if !entry.first_psn.is_before(until) {
+                        if entry.last_psn().is_before(resume) {
+                            self.advance();
+                            continue;
+                        }
+                        if entry.contains(resume) {
+                            self.cur_pkt = self.cur_pkt.max(resume.distance_from(entry.first_psn));
+                        }
+                        self.resend = None;
+                    }
+                }
+            } else {
+                self.resend = None;
                 match self.admit(i, mem, out) {
                     Admit::Go => {}
                     Admit::Wait => break,
@@ -439,6 +469,16 @@ impl<const N: usize> Requester<N> {
         };
         let wr = entry.wr;
         let rc = self.transport() == Transport::Rc;
+        if wr.opcode == WrOpcode::RdmaRead {
+            // A retry asks again only from the first response that has not arrived.
+            while self.cur_pkt < entry.npsn && self.is_early(entry.first_psn.add(self.cur_pkt)) {
+                self.cur_pkt = self.cur_pkt.saturating_add(1);
+            }
+            if entry.npsn > 0 && self.cur_pkt >= entry.npsn {
+                self.advance();
+                return true;
+            }
+        }
         let psn = entry.first_psn.add(self.cur_pkt);
         if rc && psn.distance_from(self.comp_psn) >= MAX_UNACKED_PSNS {
             return false;
@@ -654,6 +694,9 @@ impl<const N: usize> Requester<N> {
         O: Output + Clock + ?Sized,
     {
         self.error = true;
+        self.early = [0; EARLY_WORDS];
+        self.gap_until = None;
+        self.resend = None;
         self.retrans_deadline = None;
         self.rnr_wait = None;
         out.cancel(TimerId::Retransmit);
@@ -706,6 +749,7 @@ impl<const N: usize> Requester<N> {
 
     /// Moves the send position back to `psn`, for a go-back-N retry.
     pub(super) fn rewind(&mut self, psn: Psn) {
+        self.resend = None;
         let mut k = 0;
         while let Some(e) = self.entry(k).copied() {
             if e.done.is_none() && e.contains(psn) {
@@ -716,6 +760,64 @@ impl<const N: usize> Requester<N> {
                 return;
             }
             k = k.wrapping_add(1);
+        }
+    }
+
+    /// Returns the bit of `psn` in [`Requester::early`]: its word and its mask.
+    fn early_bit(psn: Psn) -> (usize, u64) {
+        let i = psn.get() % MAX_UNACKED_PSNS;
+        ((i / 64) as usize, 1u64 << (i % 64))
+    }
+
+    /// Returns true if the READ response at `psn` arrived ahead of `comp_psn`.
+    pub(super) fn is_early(&self, psn: Psn) -> bool {
+        let (w, m) = Self::early_bit(psn);
+        self.early.get(w).is_some_and(|x| x & m != 0)
+    }
+
+    /// Notes that the READ response at `psn` arrived ahead of `comp_psn`.
+    pub(super) fn set_early(&mut self, psn: Psn) {
+        let (w, m) = Self::early_bit(psn);
+        if let Some(x) = self.early.get_mut(w) {
+            *x |= m;
+        }
+    }
+
+    /// Clears the bit of `psn`; returns whether it was set.
+    pub(super) fn take_early(&mut self, psn: Psn) -> bool {
+        let (w, m) = Self::early_bit(psn);
+        match self.early.get_mut(w) {
+            Some(x) if *x & m != 0 => {
+                *x &= !m;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Returns the PSN just past the last READ response that arrived ahead of a gap.
+    pub(super) fn early_end(&self) -> Option<Psn> {
+        let mut end = None;
+        let mut i = 0;
+        let n = self
+            .next_psn
+            .distance_from(self.comp_psn)
+            .min(MAX_UNACKED_PSNS);
+        while i < n {
+            let psn = self.comp_psn.add(i);
+            i = i.wrapping_add(1);
+            if self.is_early(psn) {
+                end = Some(psn.next());
+            }
+        }
+        end
+    }
+
+    /// Returns the PSN of the next packet to send.
+    pub(super) fn send_position(&self) -> Psn {
+        match self.entry(self.cur) {
+            Some(e) if e.assigned => e.first_psn.add(self.cur_pkt),
+            _ => self.next_psn,
         }
     }
 

@@ -652,7 +652,9 @@ pub fn encode_recv_wqe(
         return Err(WqeError::TooManySges);
     }
     let length = total_length(sges).ok_or(WqeError::TooLong)?;
-    let len = RECV_WQE_HEADER_LEN + core::mem::size_of_val(sges);
+    let len = RECV_WQE_HEADER_LEN
+        .checked_add(core::mem::size_of_val(sges))
+        .ok_or(WqeError::Truncated)?;
     let slot = slot.get_mut(..len).ok_or(WqeError::Truncated)?;
     let (head, tail) = slot.split_at_mut(RECV_WQE_HEADER_LEN);
     let raw = RawRecvWqe {
