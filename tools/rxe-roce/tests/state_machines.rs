@@ -298,6 +298,11 @@ fn wr(id: u64, opcode: WrOpcode, remote: Remote, length: u32) -> SendWr {
     }
 }
 
+/// The opcode and PSN of each packet.
+fn op_psns(pkts: &[Vec<u8>]) -> Vec<(Opcode, u32)> {
+    opcodes(pkts).iter().map(|x| (x.0, x.1)).collect()
+}
+
 fn opcodes(pkts: &[Vec<u8>]) -> Vec<(Opcode, u32, Option<Syndrome>)> {
     pkts.iter()
         .map(|p| {
@@ -380,6 +385,8 @@ fn sequence_error_naks_once_then_go_back_n() {
     );
     assert_eq!(b.count(Counter::OutOfSequence), 3);
     a.deliver(&naks);
+    assert_eq!(a.count(Counter::SequenceErrorNak), 1);
+    assert_eq!(a.count(Counter::OutOfSequence), 0, "a request counter");
     assert_eq!(a.count(Counter::Retry), 1);
     let again = a.take_sent();
     assert_eq!(again.len(), 4, "go back to the NAKed PSN and resend all");
@@ -462,10 +469,7 @@ fn duplicate_read_is_replayed_from_the_resource() {
     assert_eq!(b.count(Counter::DuplicateRequest), 1);
     let replay = b.take_sent();
     assert_eq!(
-        opcodes(&replay)
-            .iter()
-            .map(|x| (x.0, x.1))
-            .collect::<Vec<_>>(),
+        op_psns(&replay),
         [
             (Opcode::RC_RDMA_READ_RESPONSE_FIRST, 0xff_ffff),
             (Opcode::RC_RDMA_READ_RESPONSE_LAST, 0)
@@ -592,6 +596,108 @@ fn gap_retry_leaves_what_was_sent_after_the_gap() {
 }
 
 #[test]
+fn duplicate_read_goes_before_the_response_in_progress() {
+    let (mut a, mut b) = pair(QpType::Rc, 7, 7);
+    let reqs = post_reads(&mut a, &mut b, 2);
+    b.deliver(&reqs[..1]);
+    let first = b.take_sent();
+    // The second READ's response gets buffers for one packet only.
+    b.io.budget = Some(1);
+    b.deliver(&reqs[1..]);
+    let second = b.take_sent();
+    assert_eq!(second.len(), 1);
+    assert!(b.qp.is_sending_response());
+    b.io.budget = None;
+    // The first READ's middle response is lost: `a` asks for it again.
+    a.deliver(&[first[0].clone(), first[2].clone()]);
+    a.deliver(&second);
+    a.fire(TimerId::Retransmit);
+    let retry = a.take_sent();
+    assert_eq!(retry.len(), 1);
+    // Answered at once, not behind the rest of the second READ's response.
+    b.deliver(&retry);
+    let replay = b.take_sent();
+    assert_eq!(
+        op_psns(&replay),
+        [
+            (Opcode::RC_RDMA_READ_RESPONSE_FIRST, 0xff_ffff),
+            (Opcode::RC_RDMA_READ_RESPONSE_LAST, 0),
+        ]
+    );
+    assert!(
+        b.qp.is_sending_response(),
+        "the interrupted response is kept"
+    );
+    b.qp.run(&mut b.mem, &mut b.io);
+    assert!(!b.qp.is_sending_response());
+    let rest = b.take_sent();
+    assert_eq!(
+        opcodes(&rest).iter().map(|x| x.1).collect::<Vec<_>>(),
+        [2, 3],
+        "then the second READ's response goes on"
+    );
+    a.deliver(&replay);
+    a.deliver(&rest);
+    check_reads(&a, &b, 2);
+}
+
+#[test]
+fn read_responses_further_than_the_window_do_not_fill_a_gap() {
+    let (mut a, mut b) = pair(QpType::Rc, 7, 7);
+    for (i, x) in b.mem.remote.iter_mut().enumerate() {
+        *x = (i * 13) as u8;
+    }
+    // Two READs of 100 responses each: more PSNs outstanding than the 128 the bitmap of
+    // early responses holds.
+    let len = 100 * 256;
+    for id in 0..2u64 {
+        a.post(wr(
+            id,
+            WrOpcode::RdmaRead,
+            Remote::Rdma {
+                addr: REMOTE + 30_000 * id,
+                rkey: RKEY,
+            },
+            len,
+        ));
+    }
+    b.deliver(&a.take_sent());
+    let resp = b.take_sent();
+    assert_eq!(resp.len(), 200);
+    // The 11th response is lost; the second READ's 39th lands 128 PSNs after it.
+    a.deliver(&resp[..10]);
+    a.deliver(&resp[11..]);
+    assert!(
+        a.sends_done().is_empty(),
+        "the first READ waits for its lost response"
+    );
+    // After the reorder window: the first READ from its lost response on; the second
+    // READ from its first response beyond the bitmap, once the window of unacknowledged
+    // PSNs has room again.
+    a.fire(TimerId::Retransmit);
+    for expect in [0xff_fffe + 10 - 0x100_0000, 0xff_fffe + 138 - 0x100_0000] {
+        let req = a.take_sent();
+        assert_eq!(
+            opcodes(&req).iter().map(|x| x.1).collect::<Vec<_>>(),
+            [expect]
+        );
+        b.deliver(&req);
+        a.deliver(&b.take_sent());
+    }
+    assert_eq!(
+        a.sends_done(),
+        [(0, WcStatus::Success), (1, WcStatus::Success)]
+    );
+    assert!(a.io.timers.is_empty());
+    let len = len as usize;
+    assert_eq!(a.mem.local[..len], b.mem.remote[..len]);
+    assert_eq!(
+        a.mem.local[SLOT..SLOT + len],
+        b.mem.remote[30_000..30_000 + len]
+    );
+}
+
+#[test]
 fn sequence_error_nak_resends_from_its_psn_not_before() {
     let (mut a, mut b) = pair(QpType::Rc, 7, 7);
     let reqs = post_reads(&mut a, &mut b, 3);
@@ -658,10 +764,7 @@ fn read_response_resumes_where_buffers_ran_out() {
     assert!(!b.qp.is_sending_response());
     resp.extend(b.take_sent());
     assert_eq!(
-        opcodes(&resp)
-            .iter()
-            .map(|x| (x.0, x.1))
-            .collect::<Vec<_>>(),
+        op_psns(&resp),
         [
             (Opcode::RC_RDMA_READ_RESPONSE_FIRST, 0xff_fffe),
             (Opcode::RC_RDMA_READ_RESPONSE_MIDDLE, 0xff_ffff),
@@ -716,10 +819,7 @@ fn duplicate_read_older_than_every_resource_is_read_again() {
     assert_eq!(b.count(Counter::DuplicateRequest), 1);
     let replay = b.take_sent();
     assert_eq!(
-        opcodes(&replay)
-            .iter()
-            .map(|x| (x.0, x.1))
-            .collect::<Vec<_>>(),
+        op_psns(&replay),
         [(Opcode::RC_RDMA_READ_RESPONSE_ONLY, 0xff_fffe)]
     );
     let pkt = Packet::parse(&replay[0]).unwrap();

@@ -471,9 +471,12 @@ impl QpShared {
         let mut backlog = core::mem::take(&mut t.backlog);
         if self.can_receive() {
             // Held back packets first, then the new ones, in order: none is handled while a
-            // READ response waits for transmit buffers (requests must not overtake it).
+            // READ response waits for transmit buffers (requests must not overtake it), but a
+            // duplicate READ: the requester asks again for what it misses.
             for pkt in Iterator::chain(backlog.drain_all(), packets.drain_all()) {
-                if t.is_sending_response() || !t.backlog.is_empty() {
+                if (t.is_sending_response() || !t.backlog.is_empty())
+                    && !t.replaces_response(pkt.bytes())
+                {
                     // On no memory the packet is freed as dropped: the requester retries.
                     let _ = t.backlog.push(pkt, GFP_KERNEL);
                     continue;

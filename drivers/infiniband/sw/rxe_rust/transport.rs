@@ -39,6 +39,7 @@ use crate::{
         },
         mtu::IbMtu,
         opcode::QpType,
+        packet::Packet as RocePacket,
         psn::Psn,
         qp::{
             QpConfig, //
@@ -229,6 +230,12 @@ impl Transport {
     /// in [`Transport::backlog`] until it is sent.
     pub(crate) fn is_sending_response(&self) -> bool {
         self.qp.is_sending_response()
+    }
+
+    /// Returns true if the packet `bytes` goes before the READ response that waits: a
+    /// duplicate READ request (the requester asks again for what it misses).
+    pub(crate) fn replaces_response(&self, bytes: &[u8]) -> bool {
+        RocePacket::parse(bytes).is_ok_and(|pkt| self.qp.replaces_response(&pkt))
     }
 
     /// Starts the requester with the attributes of a queue pair entering RTS.
@@ -701,6 +708,7 @@ impl Output for Io<'_> {
             RoceCounter::ReceivedPackets => Counter::RcvdPkts,
             RoceCounter::DuplicateRequest => Counter::DuplicateRequest,
             RoceCounter::OutOfSequence => Counter::OutOfSeqRequest,
+            RoceCounter::SequenceErrorNak => Counter::RcvdSeqErr,
             RoceCounter::RnrNakSent => Counter::SendRnrErr,
             RoceCounter::RnrNakReceived => Counter::RcvdRnrErr,
             RoceCounter::Retry => Counter::CompleterRetryErr,

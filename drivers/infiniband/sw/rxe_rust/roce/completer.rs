@@ -320,7 +320,7 @@ impl<const N: usize> Requester<N> {
                 }
             }
             Syndrome::Nak(NakCode::PsnSequenceError) => {
-                out.count(Counter::OutOfSequence);
+                out.count(Counter::SequenceErrorNak);
                 if self.rnr_wait.is_some() {
                     // Requests sent after the RNR NAKed one; the RNR retry resends them.
                     return;
@@ -369,8 +369,9 @@ impl<const N: usize> Requester<N> {
         }
         if psn != self.comp_psn {
             // Ahead of a gap: a response before it is lost or late. Placed now, it is not
-            // asked for again; only READs may stand in between (the gap is a response).
-            if self.reads_up_to(k) && !self.is_early(psn) {
+            // asked for again; only READs may stand in between (the gap is a response), and
+            // only as far as the bitmap reaches.
+            if self.reads_up_to(k) && self.in_early_window(psn) && !self.is_early(psn) {
                 if !self.place_read_response(k, &e, pkt, psn, mem, out) {
                     return;
                 }

@@ -181,6 +181,8 @@ pub enum Counter {
     DuplicateRequest,
     /// A request arrived ahead of the expected PSN.
     OutOfSequence,
+    /// A PSN sequence error NAK was received.
+    SequenceErrorNak,
     /// An RNR NAK was sent.
     RnrNakSent,
     /// An RNR NAK was received.

@@ -219,9 +219,18 @@ impl<const SQ: usize, const RES: usize> QpTransport<SQ, RES> {
 
     /// Returns whether a READ response waits for transmit buffers: the caller should hold
     /// received packets back until [`QpTransport::run`] has sent it (requests that arrive
-    /// meanwhile are dropped, to be retried).
+    /// meanwhile are dropped, to be retried), but those [`QpTransport::replaces_response`]
+    /// lets through.
     pub fn is_sending_response(&self) -> bool {
         self.responder.is_sending()
+    }
+
+    /// Returns true if `pkt` should be handed to [`QpTransport::receive`] even while
+    /// [`QpTransport::is_sending_response`]: a duplicate READ request, answered first.
+    pub fn replaces_response(&self, pkt: &Packet<'_>) -> bool {
+        pkt.check_qp(self.qp_type, self.mtu).is_ok()
+            && pkt.opcode().is_request()
+            && self.responder.replaces_response(pkt)
     }
 
     /// Flushes receive WQEs posted while the QP is in the error state.

@@ -351,8 +351,13 @@ impl<const N: usize> Requester<N> {
                 continue;
             }
             if entry.assigned {
+                if entry.wr.opcode == WrOpcode::RdmaRead && !self.skip_early(&entry) {
+                    // Every response arrived ahead of a gap: nothing to ask again.
+                    self.advance();
+                    continue;
+                }
                 if let Some((until, resume)) = self.resend {
-                    if !entry.first_psn.is_before(until) {
+                    if !entry.first_psn.add(self.cur_pkt).is_before(until) {
                         if entry.last_psn().is_before(resume) {
                             self.advance();
                             continue;
@@ -376,6 +381,15 @@ impl<const N: usize> Requester<N> {
             }
         }
         self.retire(out);
+    }
+
+    /// Moves the send position of the READ `entry` past the responses that arrived ahead of
+    /// a gap (a retry asks again from the first that has not); returns false if none is left.
+    fn skip_early(&mut self, entry: &Entry) -> bool {
+        while self.cur_pkt < entry.npsn && self.is_early(entry.first_psn.add(self.cur_pkt)) {
+            self.cur_pkt = self.cur_pkt.saturating_add(1);
+        }
+        entry.npsn == 0 || self.cur_pkt < entry.npsn
     }
 
     /// Moves the send position to the next WQE.
@@ -469,16 +483,6 @@ impl<const N: usize> Requester<N> {
         };
         let wr = entry.wr;
         let rc = self.transport() == Transport::Rc;
-        if wr.opcode == WrOpcode::RdmaRead {
-            // A retry asks again only from the first response that has not arrived.
-            while self.cur_pkt < entry.npsn && self.is_early(entry.first_psn.add(self.cur_pkt)) {
-                self.cur_pkt = self.cur_pkt.saturating_add(1);
-            }
-            if entry.npsn > 0 && self.cur_pkt >= entry.npsn {
-                self.advance();
-                return true;
-            }
-        }
         let psn = entry.first_psn.add(self.cur_pkt);
         if rc && psn.distance_from(self.comp_psn) >= MAX_UNACKED_PSNS {
             return false;
@@ -769,14 +773,25 @@ impl<const N: usize> Requester<N> {
         ((i / 64) as usize, 1u64 << (i % 64))
     }
 
+    /// Returns true if `psn` is one the bitmap of early READ responses can note: within
+    /// [`MAX_UNACKED_PSNS`] of `comp_psn`. A READ reserves a PSN per response when it is
+    /// sent, so outstanding PSNs may reach further; beyond that they would share bits.
+    pub(super) fn in_early_window(&self, psn: Psn) -> bool {
+        psn.distance_from(self.comp_psn) < MAX_UNACKED_PSNS
+    }
+
     /// Returns true if the READ response at `psn` arrived ahead of `comp_psn`.
     pub(super) fn is_early(&self, psn: Psn) -> bool {
         let (w, m) = Self::early_bit(psn);
-        self.early.get(w).is_some_and(|x| x & m != 0)
+        self.in_early_window(psn) && self.early.get(w).is_some_and(|x| x & m != 0)
     }
 
-    /// Notes that the READ response at `psn` arrived ahead of `comp_psn`.
+    /// Notes that the READ response at `psn` (within [`Requester::in_early_window`]) arrived
+    /// ahead of `comp_psn`.
     pub(super) fn set_early(&mut self, psn: Psn) {
+        if !self.in_early_window(psn) {
+            return;
+        }
         let (w, m) = Self::early_bit(psn);
         if let Some(x) = self.early.get_mut(w) {
             *x |= m;

@@ -101,6 +101,8 @@ struct ReadCursor {
     first: u32,
     /// The index of the next packet to send.
     next: u32,
+    /// It answers a duplicate request (a newer duplicate replaces it).
+    replay: bool,
 }
 
 /// Why a request was not carried out.
@@ -156,6 +158,8 @@ pub struct Responder<const R: usize> {
     /// A READ response left unfinished when transmit buffers ran out: it is resumed by
     /// [`Responder::resume`] before any other request is handled.
     read_cursor: Option<ReadCursor>,
+    /// A first READ response interrupted by a duplicate READ, to be finished after it.
+    held: Option<ReadCursor>,
     error: bool,
     /// Receive WQEs come from a shared receive queue.
     srq: bool,
@@ -182,6 +186,7 @@ impl<const R: usize> Responder<R> {
             resources: [None; R],
             res_next: 0,
             read_cursor: None,
+            held: None,
             error: false,
             srq: cfg.srq,
         }
@@ -198,23 +203,40 @@ impl<const R: usize> Responder<R> {
     }
 
     /// Returns whether a READ response waits for transmit buffers: requests that arrive
-    /// before [`Responder::resume`] finishes it are dropped (the caller should hold them back).
+    /// before [`Responder::resume`] finishes it are dropped (the caller should hold them back),
+    /// except a duplicate READ (see [`Responder::replaces_response`]).
     pub fn is_sending(&self) -> bool {
-        self.read_cursor.is_some()
+        self.read_cursor.is_some() || self.held.is_some()
     }
 
-    /// Sends what is left of an interrupted READ response, as far as transmit buffers go.
+    /// Returns true if `pkt` is a duplicate RDMA READ request that is answered at once, while
+    /// a READ response waits: the requester asks again for what it misses, so it should not
+    /// wait behind responses sent before (a replay is dropped for it, a first response held).
+    pub fn replaces_response(&self, pkt: &Packet<'_>) -> bool {
+        self.is_sending() && self.is_duplicate_read(pkt)
+    }
+
+    fn is_duplicate_read(&self, pkt: &Packet<'_>) -> bool {
+        self.qp_type.transport() == Transport::Rc
+            && pkt.opcode().operation() == Operation::RdmaReadRequest
+            && pkt.psn().is_before(self.epsn)
+    }
+
+    /// Sends what is left of an interrupted READ response, as far as transmit buffers go,
+    /// then of a first response a duplicate READ interrupted.
     pub fn resume<M, O>(&mut self, mem: &mut M, out: &mut O)
     where
         M: MemoryAccess + ?Sized,
         O: Output + ?Sized,
     {
-        let Some(c) = self.read_cursor.take() else {
-            return;
-        };
-        // The range was checked when the request came. If it is no longer readable, the
-        // rest is not sent and the requester's retry gets the NAK.
-        let _ = self.send_read_responses(&c.res, c.first, c.next, mem, out);
+        while let Some(c) = self.read_cursor.take().or_else(|| self.held.take()) {
+            // The range was checked when the request came. If it is no longer readable, the
+            // rest is not sent and the requester's retry gets the NAK.
+            let _ = self.send_read_responses(&c.res, c.first, c.next, c.replay, mem, out);
+            if self.read_cursor.is_some() {
+                return;
+            }
+        }
     }
 
     /// Handles a request packet that passed [`Packet::check_qp`] for this QP.
@@ -223,10 +245,22 @@ impl<const R: usize> Responder<R> {
         M: MemoryAccess + ?Sized,
         O: Output + ?Sized,
     {
-        // Requests are handled in order: none overtakes the READ response still being sent.
-        if self.error || !pkt.opcode().is_request() || self.read_cursor.is_some() {
+        if self.error || !pkt.opcode().is_request() {
             out.count(Counter::DroppedPackets);
             return;
+        }
+        if self.is_sending() {
+            // Requests are handled in order: none overtakes the READ response still being
+            // sent, but a duplicate READ, which changes nothing, goes first.
+            if !self.is_duplicate_read(pkt) {
+                out.count(Counter::DroppedPackets);
+                return;
+            }
+            if let Some(c) = self.read_cursor.take() {
+                if !c.replay {
+                    self.held = Some(c);
+                }
+            }
         }
         out.count(Counter::ReceivedPackets);
         match self.qp_type.transport() {
@@ -344,7 +378,7 @@ impl<const R: usize> Responder<R> {
                 let start = psn.distance_from(res.first_psn);
                 // A failure here is a failure of the original read too; the
                 // requester times out.
-                let _ = self.send_read_responses(&res, start, start, mem, out);
+                let _ = self.send_read_responses(&res, start, start, true, mem, out);
             }
             OpClass::Atomic => {
                 let found =
@@ -525,7 +559,7 @@ impl<const R: usize> Responder<R> {
             },
         };
         self.flush_ack(out);
-        let _ = self.send_read_responses(&res, 0, 0, mem, out);
+        let _ = self.send_read_responses(&res, 0, 0, true, mem, out);
     }
 
     /// Carries out an RDMA READ request; returns the PSNs its responses use.
@@ -554,7 +588,7 @@ impl<const R: usize> Responder<R> {
         };
         self.store(res);
         self.flush_ack(out);
-        self.send_read_responses(&res, 0, 0, mem, out)?;
+        self.send_read_responses(&res, 0, 0, false, mem, out)?;
         Ok(npsn)
     }
 
@@ -565,7 +599,8 @@ impl<const R: usize> Responder<R> {
         self.res_next = self.res_next.wrapping_add(1).checked_rem(R).unwrap_or(0);
     }
 
-    /// Sends the responses of a READ from response `from` on; the response starts at `first`.
+    /// Sends the responses of a READ from response `from` on; the response starts at `first`;
+    /// `replay` if it answers a duplicate request.
     ///
     /// When transmit buffers run out, the rest waits in the READ cursor.
     fn send_read_responses<M, O>(
@@ -573,6 +608,7 @@ impl<const R: usize> Responder<R> {
         res: &Resource,
         first: u32,
         from: u32,
+        replay: bool,
         mem: &mut M,
         out: &mut O,
     ) -> Result<(), Fault>
@@ -621,6 +657,7 @@ impl<const R: usize> Responder<R> {
                         res: *res,
                         first,
                         next: idx,
+                        replay,
                     });
                     return Ok(());
                 }
@@ -766,6 +803,7 @@ impl<const R: usize> Responder<R> {
         self.msg = None;
         self.ack_pending = None;
         self.read_cursor = None;
+        self.held = None;
         if let Some(wr) = self.recv.take() {
             out.complete(flushed(wr, status));
         }
