@@ -157,6 +157,8 @@ struct Io {
     counters: Vec<Counter>,
     /// Packets that may still be sent (`None`: no limit), as the driver's run budget.
     budget: Option<usize>,
+    /// Hand out transmit buffers full of junk, as the driver's reused buffer is, not zeroed.
+    poison: bool,
 }
 
 impl Clock for Io {
@@ -176,7 +178,8 @@ impl Output for Io {
         if self.budget == Some(0) {
             return None;
         }
-        self.tx.resize(len, 0);
+        self.tx.clear();
+        self.tx.resize(len, if self.poison { 0xa5 } else { 0 });
         Some(&mut self.tx)
     }
     fn transmit(&mut self, len: usize, _: Destination) {
@@ -1048,9 +1051,22 @@ fn ud_datagram_lands_after_the_grh() {
     assert_eq!(b.io.done.len(), 1);
 }
 
-#[test]
-fn every_rc_opcode_round_trips() {
+/// Runs every RC operation from `a` to `b`; returns both ends and every packet either sent.
+///
+/// `poison`: the transmit buffers hold junk instead of zeroes.
+fn every_rc_opcode(poison: bool) -> (End, End, Vec<Vec<u8>>) {
     let (mut a, mut b) = pair(QpType::Rc, 7, 7);
+    a.io.poison = poison;
+    b.io.poison = poison;
+    let mut log = Vec::new();
+    let mut exchange = |a: &mut End, b: &mut End| {
+        let p = a.take_sent();
+        log.extend(p.iter().cloned());
+        b.deliver(&p);
+        let p = b.take_sent();
+        log.extend(p.iter().cloned());
+        a.deliver(&p);
+    };
     for s in 0..4 {
         b.post_recv(s);
     }
@@ -1110,16 +1126,20 @@ fn every_rc_opcode_round_trips() {
         a.post(w);
     }
     for _ in 0..10 {
-        b.deliver(&a.take_sent());
-        a.deliver(&b.take_sent());
+        exchange(&mut a, &mut b);
     }
     for w in more {
         a.post(w);
     }
     for _ in 0..4 {
-        b.deliver(&a.take_sent());
-        a.deliver(&b.take_sent());
+        exchange(&mut a, &mut b);
     }
+    (a, b, log)
+}
+
+#[test]
+fn every_rc_opcode_round_trips() {
+    let (a, b, _) = every_rc_opcode(false);
     assert_eq!(
         a.sends_done(),
         (0..10).map(|i| (i, WcStatus::Success)).collect::<Vec<_>>()
@@ -1144,6 +1164,16 @@ fn every_rc_opcode_round_trips() {
         10
     );
     assert_eq!(b.mem.atomics, 3);
+}
+
+/// The driver reuses its transmit buffer without clearing it: every byte of a packet (headers,
+/// reserved fields, pad, ICRC) must be written by the builder.
+#[test]
+fn packets_do_not_depend_on_what_the_transmit_buffer_held() {
+    let (_, _, clean) = every_rc_opcode(false);
+    let (_, _, dirty) = every_rc_opcode(true);
+    assert!(clean.len() >= 20, "{} packets", clean.len());
+    assert_eq!(clean, dirty);
 }
 
 #[test]

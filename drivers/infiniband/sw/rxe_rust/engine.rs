@@ -7,8 +7,14 @@
 //! something waits in its [`Inbox`]: packets (from the wire, queued in softirq after an RCU
 //! lookup, or from another queue pair of this device), new send WQEs (the doorbell), or a
 //! timer that fired. A user doorbell runs its own queue pair in the system call, for one run;
-//! the work item does the rest. A run touches no other queue pair's transport: packets for
-//! another queue pair of this device go to its inbox, and it is scheduled.
+//! the work item does the rest. A packet from the wire for a connected queue pair (RC, UC) is
+//! handled in the softirq it arrived in, for one run, when no other context runs that queue
+//! pair (as the C driver's responder and completer run inline); otherwise the work item
+//! handles it. A run touches no other queue pair's transport: packets for another queue pair
+//! of this device go to its inbox, and it is scheduled.
+//!
+//! A run holds the queue pair's transport spinlock and sleeps nowhere: it allocates with
+//! `GFP_ATOMIC` and reaches memory regions under the RCU read lock.
 
 use crate::{
     ah::AhTable,
@@ -37,14 +43,15 @@ use kernel::{
         device::NetDevice,
         skbuff::SkbDropReason, //
     },
-    new_mutex,
+    new_spinlock_irq,
     prelude::*,
+    rdma::qp::attr::QpType as IbQpType,
     sync::{
         aref::ARef,
         rcu,
         Arc,
         ArcBorrow,
-        Mutex, //
+        SpinLockIrq, //
     },
     time::{
         msecs_to_jiffies,
@@ -95,7 +102,7 @@ pub(crate) struct Engine {
     origin: Instant<Monotonic>,
     /// Serialises atomic operations (a read and a write of the target) across queue pairs.
     #[pin]
-    atomics: Mutex<()>,
+    atomics: SpinLockIrq<()>,
 }
 
 impl Engine {
@@ -117,7 +124,7 @@ impl Engine {
                 ndev,
                 mac,
                 origin: Instant::now(),
-                atomics <- new_mutex!(()),
+                atomics <- new_spinlock_irq!(()),
             }),
             GFP_KERNEL,
         )
@@ -149,6 +156,21 @@ impl Engine {
         let rcu = rcu::read_lock();
         match self.qps.load(qpn, &rcu) {
             Some(qp) => QpShared::deliver(qp, packet),
+            None => Err((ENOENT, packet)),
+        }
+    }
+
+    /// Queues `packet`, which arrived from the wire, for the queue pair `qpn` and runs that
+    /// queue pair here if it is connected and nothing else runs it (softirq); otherwise
+    /// schedules it.
+    ///
+    /// Fails as [`Engine::deliver`], and hands the packet back.
+    pub(crate) fn receive_wire(&self, qpn: u32, packet: Packet) -> Result<(), (Error, Packet)> {
+        // Held over the run: the table's reference, dropped only after a grace period once
+        // the queue pair is destroyed, outlives the one taken here.
+        let rcu = rcu::read_lock();
+        match self.qps.load(qpn, &rcu) {
+            Some(qp) => QpShared::deliver_and_run(qp, packet),
             None => Err((ENOENT, packet)),
         }
     }
@@ -251,7 +273,7 @@ impl Engine {
         let budget = Some(SEND_BUDGET);
         let (failed, ran_dry) = with_io_budget(t, &env, tx, out, budget, |roce, mem, io| {
             while roce.requester.outstanding() < crate::transport::SQ_WINDOW {
-                let Some(wr) = qp.next_send_wr(next) else {
+                let Some(wr) = mem.next_send_wr(next) else {
                     break;
                 };
                 let index = next;
@@ -390,6 +412,37 @@ impl QpShared {
         this: ArcBorrow<'_, Self>,
         packet: Packet,
     ) -> Result<(), (Error, Packet)> {
+        Self::enqueue(this, packet)?;
+        Self::schedule(this);
+        Ok(())
+    }
+
+    /// Queues a packet from the wire for this queue pair and, if it is connected and no other
+    /// context runs it, runs it here for one run (softirq); otherwise schedules it.
+    ///
+    /// A datagram queue pair is always scheduled: its sends look up address handles, whose
+    /// table is locked in process context only.
+    pub(crate) fn deliver_and_run(
+        this: ArcBorrow<'_, Self>,
+        packet: Packet,
+    ) -> Result<(), (Error, Packet)> {
+        Self::enqueue(this, packet)?;
+        if matches!(this.qp_type, IbQpType::Rc | IbQpType::Uc) {
+            if let Some(mut guard) = this.transport.try_lock() {
+                let this: Arc<Self> = this.into();
+                let end = this.run_once(&mut guard);
+                drop(guard);
+                this.finish_run(end);
+                return Ok(());
+            }
+        }
+        // The context that runs it may have looked at the inbox already.
+        Self::schedule(this);
+        Ok(())
+    }
+
+    /// Queues a packet for this queue pair, without scheduling it.
+    fn enqueue(this: ArcBorrow<'_, Self>, packet: Packet) -> Result<(), (Error, Packet)> {
         {
             let mut inbox = this.inbox.lock();
             if inbox.dying {
@@ -408,7 +461,6 @@ impl QpShared {
                 .push_within_capacity(packet)
                 .map_err(|e| (ENOMEM, e.0))?;
         }
-        Self::schedule(this);
         Ok(())
     }
 
@@ -463,7 +515,8 @@ impl QpShared {
             return end;
         };
         let engine = &*self.engine;
-        let mut tx = KVec::new();
+        // The transmit buffer keeps its capacity from run to run: no allocation per run.
+        let mut tx = core::mem::take(&mut t.tx);
         // Packets first: an acknowledgement that waits here pushes back the retransmit
         // deadline of a timer that fired meanwhile, which then finds nothing due. Run before
         // it, the timer would resend what the acknowledgement covers.
@@ -478,7 +531,7 @@ impl QpShared {
                     && !t.replaces_response(pkt.bytes())
                 {
                     // On no memory the packet is freed as dropped: the requester retries.
-                    let _ = t.backlog.push(pkt, GFP_KERNEL);
+                    let _ = t.backlog.push(pkt, GFP_ATOMIC);
                     continue;
                 }
                 end.failed |= engine.receive(self, t, pkt.bytes(), &mut tx, &mut end.out);
@@ -510,6 +563,7 @@ impl QpShared {
         // The rest of the response, and what waits behind it, in the next run.
         end.more |= t.is_sending_response() || !t.backlog.is_empty();
         engine.note_timers(self, t);
+        t.tx = tx;
         end.batch = packets;
         end
     }

@@ -44,6 +44,7 @@ use kernel::{
         Arc,
         SpinLockIrq, //
     },
+    xarray::RcuXArray,
 };
 
 /// Checks requested access rights (`RXE_ACCESS_SUPPORTED_MR`, no on-demand paging).
@@ -132,7 +133,9 @@ impl MrShared {
 }
 
 /// The device's memory region indices (below those of memory windows).
-pub(crate) type MrTable = IndexTable<MrShared>;
+/// Memory regions by key index; read under the RCU read lock by the queue pairs' runs, which
+/// may be in softirq.
+pub(crate) type MrTable = IndexTable<MrShared, RcuXArray<Arc<MrShared>>>;
 
 /// Creates the device's memory region table.
 pub(crate) fn new_mr_table() -> Result<Arc<MrTable>> {
@@ -160,7 +163,7 @@ enum Memory {
 /// A memory region.
 pub(crate) struct RxeMr {
     shared: Arc<MrShared>,
-    _index: Index<MrShared>,
+    _index: Index<MrShared, RcuXArray<Arc<MrShared>>>,
     _count: ObjectCount,
 }
 

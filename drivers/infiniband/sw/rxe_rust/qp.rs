@@ -23,6 +23,7 @@ use crate::{
     param,
     queue::{
         Consumer,
+        Geometry,
         MmInfo,
         Offer,
         Producer,
@@ -63,7 +64,9 @@ use core::sync::atomic::{
     },
 };
 use kernel::{
-    new_mutex, new_spinlock_irq,
+    new_mutex,
+    new_spinlock,
+    new_spinlock_irq, //
     prelude::*,
     rdma::{
         ah::AhAttr,
@@ -110,6 +113,7 @@ use kernel::{
     sync::{
         Arc,
         Mutex,
+        SpinLock,
         SpinLockIrq, //
     },
     time::Jiffies,
@@ -158,6 +162,10 @@ pub(crate) struct QpShared {
     /// The protection domain (its address: an identity, never dereferenced).
     pub(crate) pd: usize,
     handle: QpHandle,
+    /// The send queue's slot layout, fixed at creation: read without its lock.
+    sq_geometry: Geometry,
+    /// What a send WQE may hold, fixed at creation: read without the queue's lock.
+    sq_limits: SendQueueLimits,
     send_cq: Arc<CqCore>,
     recv_cq: Arc<CqCore>,
     /// The shared receive queue it receives through, if any.
@@ -168,8 +176,12 @@ pub(crate) struct QpShared {
     #[pin]
     rq: SpinLockIrq<Option<WorkQueue>>,
     /// The transport, from RTR to RESET.
+    ///
+    /// A spinlock, not a mutex: the receive path runs the queue pair in softirq when it can
+    /// take it (`try_lock`, which never waits, so process context may hold it with softirqs
+    /// enabled). Nothing under it sleeps.
     #[pin]
-    pub(crate) transport: Mutex<Option<KBox<Transport>>>,
+    pub(crate) transport: SpinLock<Option<KBox<Transport>>>,
     /// Fires at the earliest deadline of the transport's timers: each queue pair has its own,
     /// so a far deadline of one never delays another's.
     #[pin]
@@ -257,7 +269,7 @@ impl WorkQueue {
 }
 
 /// The largest send WQE: the header and the largest inline data or SGE list.
-const MAX_SEND_WQE: usize = param::SEND_WQE_SIZE + param::MAX_INLINE_DATA as usize;
+pub(crate) const MAX_SEND_WQE: usize = param::SEND_WQE_SIZE + param::MAX_INLINE_DATA as usize;
 
 /// The largest receive WQE a kernel consumer can post.
 const MAX_RECV_WQE: usize = param::RECV_WQE_SIZE + param::MAX_SGE as usize * param::SGE_SIZE;
@@ -370,17 +382,12 @@ impl QpShared {
 
     /// Returns the limits send WQEs are checked against.
     pub(crate) fn send_limits(&self) -> SendQueueLimits {
-        let sq = self.sq.lock();
-        SendQueueLimits {
-            qp_type: self.roce_type(),
-            max_sge: sq.max_sge,
-            max_inline: sq.max_inline,
-        }
+        self.sq_limits
     }
 
     /// Returns the size of a send queue slot.
     pub(crate) fn sq_slot_size(&self) -> usize {
-        self.sq.lock().consumer.geometry().slot_size()
+        self.sq_geometry.slot_size()
     }
 
     /// Copies send queue slot `slot` into `dst`.
@@ -390,7 +397,7 @@ impl QpShared {
 
     /// Returns the send queue slot after `index`.
     pub(crate) fn next_sq_index(&self, index: u32) -> u32 {
-        self.sq.lock().consumer.geometry().next(index)
+        self.sq_geometry.next(index)
     }
 
     /// Frees the send queue slots before `index`: their WQEs are done.
@@ -398,10 +405,14 @@ impl QpShared {
         let _ = self.sq.lock().consumer.release_to(index);
     }
 
-    /// Reads and checks the send WQE at `index`, if user space produced one there.
-    pub(crate) fn next_send_wr(&self, index: u32) -> Option<core::result::Result<RoceSendWr, ()>> {
-        let limits = self.send_limits();
-        let mut buf = [0u8; MAX_SEND_WQE];
+    /// Reads and checks the send WQE at `index`, if user space produced one there; `buf` is
+    /// scratch space, whatever it holds.
+    pub(crate) fn next_send_wr(
+        &self,
+        index: u32,
+        buf: &mut [u8; MAX_SEND_WQE],
+    ) -> Option<core::result::Result<RoceSendWr, ()>> {
+        let limits = self.sq_limits;
         let sq = self.sq.lock();
         if sq.consumer.producer().ok()? == index & sq.consumer.geometry().mask {
             return None;
@@ -742,6 +753,12 @@ impl RxeQp {
         }
         init.set_cap(given);
         let max_send = (sq.max_wr, sq.max_sge, sq.max_inline);
+        let sq_geometry = sq.consumer.geometry();
+        let sq_limits = SendQueueLimits {
+            qp_type: roce_type(qp_type),
+            max_sge: sq.max_sge,
+            max_inline: sq.max_inline,
+        };
         let max_recv = rq.as_ref().map(|rq| (rq.max_wr, rq.max_sge));
 
         let shared = Arc::pin_init(
@@ -752,12 +769,14 @@ impl RxeQp {
                 user,
                 pd: pd.as_raw() as usize,
                 handle,
+                sq_geometry,
+                sq_limits,
                 send_cq,
                 recv_cq,
                 srq,
                 sq <- new_spinlock_irq!(sq),
                 rq <- new_spinlock_irq!(rq),
-                transport <- new_mutex!(None),
+                transport <- new_spinlock!(None),
                 timer <- new_delayed_work!("rdma_rxe_rust::QpShared::timer"),
                 run <- new_work!("rdma_rxe_rust::QpShared::run"),
                 inbox <- new_spinlock_irq!(Inbox::default()),
@@ -875,7 +894,9 @@ impl RxeQp {
             engine.fail(shared);
             shared.flush();
         } else if next == QpState::Reset {
-            *shared.transport.lock() = None;
+            // Dropped after the unlock.
+            let old = shared.transport.lock().take();
+            drop(old);
             shared.discard();
         }
         Ok(())
@@ -905,8 +926,9 @@ impl RxeQp {
     /// A queue pair attached to a multicast group never gets here: the core counts the
     /// attachments in its use count and refuses the destroy first (IBA o10-2.2.3).
     fn destroy(&self) {
-        // Waits for a run that is using it.
-        *self.shared.transport.lock() = None;
+        // Waits for a run that is using it; dropped after the unlock.
+        let old = self.shared.transport.lock().take();
+        drop(old);
         // Only a run with the transport sets the timer: a pending one fires now and schedules
         // nothing. The number leaves the table (after a grace period) when `RxeQp` drops.
         self.shared.stop();

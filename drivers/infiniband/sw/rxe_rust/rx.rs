@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! Receive from the wire: a RoCEv2 datagram from the UDP socket is checked (headers, ICRC,
-//! destination) and queued to its queue pair, found under the RCU read lock.
+//! destination) and queued to its queue pair, found under the RCU read lock, which handles it
+//! right there when it is connected and no other context runs it ([`crate::engine`]).
 //!
 //! Runs in softirq context (the UDP tunnel's `encap_rcv`): nothing here sleeps.
 
@@ -111,9 +112,9 @@ pub(crate) fn receive(dev: &Device<Rxe>, mut skb: SkBuff) -> Result<(), DropReas
             return Err(why);
         }
     };
-    // The datagram itself waits for the queue pair: no copy.
+    // The datagram itself goes to the queue pair: no copy.
     dev.engine
-        .deliver(qpn, Packet::Wire(skb))
+        .receive_wire(qpn, Packet::Wire(skb))
         .map_err(|(e, packet)| {
             let why = match e {
                 e if e == ENOENT => DropReason::NoQp,

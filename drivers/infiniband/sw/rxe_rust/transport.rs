@@ -5,7 +5,10 @@
 //! the engine.
 //!
 //! Only the queue pair's runs ([`crate::engine`]) and `modify_qp` touch a transport, under its
-//! mutex, in process context: copies to pinned user pages may sleep there.
+//! spinlock, in process context or in the receive softirq: nothing here sleeps. Memory is
+//! allocated with `GFP_ATOMIC` (the transmit buffer and the packet queues keep their capacity,
+//! so that is rare), and memory regions are borrowed under the RCU read lock: `dereg_mr` waits
+//! for a grace period before it frees one, so no run drops the last reference to pinned pages.
 
 use crate::{
     ah::AhTable,
@@ -14,7 +17,10 @@ use crate::{
         MrTable, //
     },
     param,
-    qp::QpShared,
+    qp::{
+        QpShared,
+        MAX_SEND_WQE, //
+    },
     roce::{
         icrc::UdpHeader,
         io::{
@@ -45,6 +51,7 @@ use crate::{
             QpConfig, //
             QpTransport,
         },
+        requester::SendWr,
         timer::{
             AckTimeout,
             RnrTimer, //
@@ -92,8 +99,8 @@ use kernel::{
         },
     },
     sync::{
-        Arc,
-        Mutex, //
+        rcu,
+        SpinLockIrq, //
     },
 };
 
@@ -107,11 +114,15 @@ const RESPONDER_RESOURCES: usize = 16;
 // small.
 const _: () = assert!(core::mem::size_of::<QpTransport<SQ_WINDOW, RESPONDER_RESOURCES>>() <= 4096);
 
-/// The largest send WQE: the header and the largest inline data or SGE list.
-const MAX_SEND_WQE: usize = param::SEND_WQE_SIZE + param::MAX_INLINE_DATA as usize;
-
 /// The largest receive WQE.
 const MAX_RECV_WQE: usize = param::RECV_WQE_SIZE + param::MAX_SGE as usize * param::SGE_SIZE;
+
+// The scratch space holds either kind.
+const _: () = assert!(MAX_RECV_WQE <= MAX_SEND_WQE);
+
+/// Space a run copies work queue entries into to decode them: reused, never zero-filled (a
+/// decoder reads only the bytes just copied in).
+type Scratch = RefCell<[u8; MAX_SEND_WQE]>;
 
 /// A receive WQE the responder took out of the ring, copied (user space may reuse the slot).
 struct TakenRecv {
@@ -142,6 +153,9 @@ pub(crate) struct Transport {
     pub(crate) armed: Option<u64>,
     /// Packets held back while a READ response waits for transmit buffers, oldest first.
     pub(crate) backlog: KVec<Packet>,
+    /// The buffer packets are built in; a run borrows it.
+    pub(crate) tx: KVec<u8>,
+    scratch: Scratch,
 }
 
 /// Returns the protocol core's queue pair type.
@@ -221,6 +235,8 @@ impl Transport {
                 timers: [None, None],
                 armed: None,
                 backlog: KVec::new(),
+                tx: KVec::new(),
+                scratch: RefCell::new([0; MAX_SEND_WQE]),
             },
             GFP_KERNEL,
         )?)
@@ -273,7 +289,7 @@ pub(crate) struct Env<'a> {
     /// The netdevice's MAC: a destination with it is this device (loopback).
     pub(crate) own_mac: [u8; 6],
     /// Serialises atomic operations across the device's queue pairs.
-    pub(crate) atomics: &'a Mutex<()>,
+    pub(crate) atomics: &'a SpinLockIrq<()>,
     /// The current time, in nanoseconds of the device's clock.
     pub(crate) now: u64,
 }
@@ -347,17 +363,20 @@ pub(crate) fn with_io_budget<R>(
         path,
         route,
         timers,
+        scratch,
         ..
     } = t;
-    let taken = &*taken;
+    let (taken, scratch) = (&*taken, &*scratch);
     let mut mem = Mem {
         env,
         taken,
+        scratch,
         limits: env.shared.send_limits(),
     };
     let mut io = Io {
         env,
         taken,
+        scratch,
         path: &*path,
         route,
         timers,
@@ -374,27 +393,40 @@ pub(crate) fn with_io_budget<R>(
 pub(crate) struct Mem<'a> {
     env: &'a Env<'a>,
     taken: &'a RefCell<Taken>,
+    scratch: &'a Scratch,
     limits: SendQueueLimits,
 }
 
 impl Mem<'_> {
-    /// Finds the region of `key`.
-    fn region(&self, key: u32) -> Result<Arc<MrShared>, AccessError> {
-        self.env.mrs.get(key >> 8).ok_or(AccessError::InvalidKey)
+    /// Calls `f` with the region of `key`, borrowed under the RCU read lock.
+    fn with_region<R>(
+        &self,
+        key: u32,
+        f: impl FnOnce(&MrShared) -> Result<R, AccessError>,
+    ) -> Result<R, AccessError> {
+        let rcu = rcu::read_lock();
+        let mr = self
+            .env
+            .mrs
+            .load(key >> 8, &rcu)
+            .ok_or(AccessError::InvalidKey)?;
+        f(&mr)
     }
 
     /// Reads `dst.len()` bytes at `va` of the region `key` grants `need` on.
     fn read(&self, key: u32, va: u64, dst: &mut [u8], need: Access) -> Result<(), AccessError> {
-        let mr = self.region(key)?;
-        let off = mr.check(key, self.env.shared.pd, va, dst.len(), need)?;
-        mr.read(off, dst)
+        self.with_region(key, |mr| {
+            let off = mr.check(key, self.env.shared.pd, va, dst.len(), need)?;
+            mr.read(off, dst)
+        })
     }
 
     /// Writes `src` at `va` of the region `key` grants `need` on.
     fn write(&self, key: u32, va: u64, src: &[u8], need: Access) -> Result<(), AccessError> {
-        let mr = self.region(key)?;
-        let off = mr.check(key, self.env.shared.pd, va, src.len(), need)?;
-        mr.write(off, src)
+        self.with_region(key, |mr| {
+            let off = mr.check(key, self.env.shared.pd, va, src.len(), need)?;
+            mr.write(off, src)
+        })
     }
 }
 
@@ -415,6 +447,14 @@ impl Mem<'_> {
             .map_err(|_| AccessError::TooShort)?;
         decode_send_wqe(buf, &self.limits).map_err(|_| AccessError::TooShort)
     }
+
+    /// Reads and checks the send WQE at `index` of the queue pair, if one was posted there.
+    pub(crate) fn next_send_wr(&self, index: u32) -> Option<core::result::Result<SendWr, ()>> {
+        // Not borrowed elsewhere while the requester takes WQEs: `None` (try again at the
+        // next run) if it were.
+        let mut buf = self.scratch.try_borrow_mut().ok()?;
+        self.env.shared.next_send_wr(index, &mut buf)
+    }
 }
 
 impl MemoryAccess for Mem<'_> {
@@ -422,7 +462,10 @@ impl MemoryAccess for Mem<'_> {
         let WqeRef::Send(slot) = wqe else {
             return Err(AccessError::AccessDenied);
         };
-        let mut buf = [0u8; MAX_SEND_WQE];
+        let mut buf = self
+            .scratch
+            .try_borrow_mut()
+            .map_err(|_| AccessError::TooShort)?;
         let wqe = self.send_wqe(slot, &mut buf)?;
         match wqe.data {
             WqeData::Inline(data) => {
@@ -441,7 +484,6 @@ impl MemoryAccess for Mem<'_> {
     }
 
     fn scatter(&mut self, wqe: WqeRef, offset: u32, src: &[u8]) -> Result<(), AccessError> {
-        let mut buf = [0u8; MAX_SEND_WQE];
         let write = |sges: &[Sge]| {
             for_each_chunk(sges, offset, src.len(), |sge, addr, r| {
                 let s = src.get(r).ok_or(AccessError::TooShort)?;
@@ -450,10 +492,16 @@ impl MemoryAccess for Mem<'_> {
         };
         match wqe {
             // RDMA READ response data and the original value of an atomic.
-            WqeRef::Send(slot) => match self.send_wqe(slot, &mut buf)?.data {
-                WqeData::Sges(sges) => write(sges),
-                WqeData::Inline(_) => Err(AccessError::AccessDenied),
-            },
+            WqeRef::Send(slot) => {
+                let mut buf = self
+                    .scratch
+                    .try_borrow_mut()
+                    .map_err(|_| AccessError::TooShort)?;
+                match self.send_wqe(slot, &mut buf)?.data {
+                    WqeData::Sges(sges) => write(sges),
+                    WqeData::Inline(_) => Err(AccessError::AccessDenied),
+                }
+            }
             WqeRef::Recv(slot) => {
                 let taken = self.taken.borrow();
                 let t = taken
@@ -473,9 +521,10 @@ impl MemoryAccess for Mem<'_> {
         len: u32,
         access: Access,
     ) -> Result<(), AccessError> {
-        let mr = self.region(rkey)?;
-        mr.check(rkey, self.env.shared.pd, va, len as usize, access)
-            .map(|_| ())
+        self.with_region(rkey, |mr| {
+            mr.check(rkey, self.env.shared.pd, va, len as usize, access)
+                .map(|_| ())
+        })
     }
 
     fn read_remote(&mut self, rkey: u32, va: u64, dst: &mut [u8]) -> Result<(), AccessError> {
@@ -525,6 +574,7 @@ impl MemoryAccess for Mem<'_> {
 pub(crate) struct Io<'a> {
     env: &'a Env<'a>,
     taken: &'a RefCell<Taken>,
+    scratch: &'a Scratch,
     path: &'a Path,
     route: &'a mut RouteCache,
     timers: &'a mut [Option<u64>; 2],
@@ -567,9 +617,11 @@ impl Output for Io<'_> {
             self.ran_dry = true;
             return None;
         }
-        self.tx.clear();
-        self.tx.resize(len, 0, GFP_KERNEL).ok()?;
-        Some(&mut self.tx[..])
+        // No zero-fill per packet: the builder writes every byte of a packet it sends.
+        if self.tx.len() < len {
+            self.tx.resize(len, 0, GFP_ATOMIC).ok()?;
+        }
+        self.tx.get_mut(..len)
     }
 
     fn transmit(&mut self, len: usize, dest: Destination) {
@@ -604,8 +656,8 @@ impl Output for Io<'_> {
             return;
         }
         let mut p = KVec::new();
-        if p.extend_from_slice(bytes, GFP_KERNEL).is_ok()
-            && self.out.push(Packet::Local(p), GFP_KERNEL).is_ok()
+        if p.extend_from_slice(bytes, GFP_ATOMIC).is_ok()
+            && self.out.push(Packet::Local(p), GFP_ATOMIC).is_ok()
         {
             self.env.counters.add(Counter::SentBytes, len as u64);
         } else {
@@ -668,7 +720,7 @@ impl Output for Io<'_> {
     }
 
     fn take_recv(&mut self) -> Option<RecvSlot> {
-        let mut buf = [0u8; MAX_RECV_WQE];
+        let mut buf = self.scratch.try_borrow_mut().ok()?;
         let (wr_id, length, sges) = {
             let n = self.env.shared.rq_slot_size()?.min(MAX_RECV_WQE);
             let buf = buf.get_mut(..n)?;
@@ -679,7 +731,7 @@ impl Output for Io<'_> {
             match decode_recv_wqe(buf, max_sge) {
                 Ok(w) => {
                     let mut sges = KVec::new();
-                    sges.extend_from_slice(w.sges, GFP_KERNEL).ok()?;
+                    sges.extend_from_slice(w.sges, GFP_ATOMIC).ok()?;
                     (w.wr_id, w.length, sges)
                 }
                 // A malformed WQE receives nothing: an empty list fails every scatter.
@@ -689,7 +741,7 @@ impl Output for Io<'_> {
         let mut taken = self.taken.borrow_mut();
         let slot = taken.next;
         taken.next = slot.wrapping_add(1);
-        taken.list.push(TakenRecv { slot, sges }, GFP_KERNEL).ok()?;
+        taken.list.push(TakenRecv { slot, sges }, GFP_ATOMIC).ok()?;
         Some(RecvSlot {
             wr_id,
             slot,

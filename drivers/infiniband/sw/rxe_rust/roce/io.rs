@@ -214,6 +214,9 @@ pub struct RecvSlot {
 pub trait Output {
     /// Returns a buffer of at least `len` bytes for the next packet, or `None`.
     ///
+    /// Its contents are left from earlier packets: [`transmit`] writes every byte of the
+    /// packet it builds there.
+    ///
     /// `None` means no buffer is available now: the requester stops and
     /// resumes at its next event, a responder drops the response (the
     /// requester will retry).
