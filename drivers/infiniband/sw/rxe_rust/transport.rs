@@ -503,7 +503,10 @@ impl MemoryAccess for Mem<'_> {
                 }
             }
             WqeRef::Recv(slot) => {
-                let taken = self.taken.borrow();
+                let taken = self
+                    .taken
+                    .try_borrow()
+                    .map_err(|_| AccessError::InvalidKey)?;
                 let t = taken
                     .list
                     .iter()
@@ -698,9 +701,11 @@ impl Output for Io<'_> {
         let posted = match c.queue {
             WorkQueue::Send => shared.send_cq().post(&wc, shared.handle(), false),
             WorkQueue::Recv => {
-                let mut taken = self.taken.borrow_mut();
-                if let Some(i) = taken.list.iter().position(|t| t.slot == c.slot) {
-                    let _ = taken.list.remove(i);
+                // Not borrowed elsewhere while a completion is made.
+                if let Ok(mut taken) = self.taken.try_borrow_mut() {
+                    if let Some(i) = taken.list.iter().position(|t| t.slot == c.slot) {
+                        let _ = taken.list.remove(i);
+                    }
                 }
                 self.env.counters.inc(Counter::RdmaRecvs);
                 shared.recv_cq().post(&wc, shared.handle(), c.solicited)
@@ -720,6 +725,9 @@ impl Output for Io<'_> {
     }
 
     fn take_recv(&mut self) -> Option<RecvSlot> {
+        // Neither is borrowed elsewhere while a receive WQE is taken; if one were, the WQE stays
+        // in the ring.
+        let mut taken = self.taken.try_borrow_mut().ok()?;
         let mut buf = self.scratch.try_borrow_mut().ok()?;
         let (wr_id, length, sges) = {
             let n = self.env.shared.rq_slot_size()?.min(MAX_RECV_WQE);
@@ -738,7 +746,6 @@ impl Output for Io<'_> {
                 Err(_) => (0, 0, KVec::new()),
             }
         };
-        let mut taken = self.taken.borrow_mut();
         let slot = taken.next;
         taken.next = slot.wrapping_add(1);
         taken.list.push(TakenRecv { slot, sges }, GFP_ATOMIC).ok()?;
