@@ -130,11 +130,16 @@ struct TakenRecv {
     sges: KVec<Sge>,
 }
 
+/// Receive SGE lists kept for reuse, at most: a received message allocates none.
+const SPARE_SGE_LISTS: usize = 8;
+
 /// Receive WQEs taken and not completed yet.
 #[derive(Default)]
 struct Taken {
     list: KVec<TakenRecv>,
     next: u32,
+    /// Empty SGE lists of completed receive WQEs, for the next ones.
+    spare: KVec<KVec<Sge>>,
 }
 
 /// The transport of one queue pair.
@@ -704,7 +709,13 @@ impl Output for Io<'_> {
                 // Not borrowed elsewhere while a completion is made.
                 if let Ok(mut taken) = self.taken.try_borrow_mut() {
                     if let Some(i) = taken.list.iter().position(|t| t.slot == c.slot) {
-                        let _ = taken.list.remove(i);
+                        if let Ok(mut done) = taken.list.remove(i) {
+                            done.sges.clear();
+                            if taken.spare.len() < SPARE_SGE_LISTS {
+                                // On no memory the list is just freed.
+                                let _ = taken.spare.push(done.sges, GFP_ATOMIC);
+                            }
+                        }
                     }
                 }
                 self.env.counters.inc(Counter::RdmaRecvs);
@@ -729,26 +740,34 @@ impl Output for Io<'_> {
         // in the ring.
         let mut taken = self.taken.try_borrow_mut().ok()?;
         let mut buf = self.scratch.try_borrow_mut().ok()?;
-        let (wr_id, length, sges) = {
+        // Memory first: a WQE out of the ring must not be lost to a failed allocation.
+        let max_sge = self.env.shared.rq_max_sge();
+        let mut sges = taken.spare.pop().unwrap_or_else(KVec::new);
+        if taken.list.reserve(1, GFP_ATOMIC).is_err()
+            || sges.reserve(max_sge as usize, GFP_ATOMIC).is_err()
+        {
+            return None;
+        }
+        let (wr_id, length) = {
             let n = self.env.shared.rq_slot_size()?.min(MAX_RECV_WQE);
             let buf = buf.get_mut(..n)?;
             if !self.env.shared.pop_rq(buf) {
                 return None;
             }
-            let max_sge = self.env.shared.rq_max_sge();
             match decode_recv_wqe(buf, max_sge) {
-                Ok(w) => {
-                    let mut sges = KVec::new();
-                    sges.extend_from_slice(w.sges, GFP_ATOMIC).ok()?;
-                    (w.wr_id, w.length, sges)
-                }
+                // Within the capacity reserved: `decode_recv_wqe` checked the count.
+                Ok(w) if sges.extend_from_slice(w.sges, GFP_ATOMIC).is_ok() => (w.wr_id, w.length),
                 // A malformed WQE receives nothing: an empty list fails every scatter.
-                Err(_) => (0, 0, KVec::new()),
+                _ => (0, 0),
             }
         };
         let slot = taken.next;
         taken.next = slot.wrapping_add(1);
-        taken.list.push(TakenRecv { slot, sges }, GFP_ATOMIC).ok()?;
+        // Room was reserved above.
+        taken
+            .list
+            .push_within_capacity(TakenRecv { slot, sges })
+            .ok()?;
         Some(RecvSlot {
             wr_id,
             slot,
