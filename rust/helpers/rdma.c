@@ -38,6 +38,19 @@ rust_helper_uverbs_attr_bundle_driver_udata(struct uverbs_attr_bundle *attrs)
 	return &attrs->driver_udata;
 }
 
+/*
+ * The page behind the virtual DMA address of a device that uses virtual DMA
+ * (ib_uses_virt_dma), or NULL if the address is not in directly mapped memory.
+ */
+__rust_helper struct page *rust_helper_ib_virt_dma_to_valid_page(u64 dma_addr)
+{
+	void *ptr = ib_virt_dma_to_ptr(dma_addr);
+
+	if (!virt_addr_valid(ptr))
+		return NULL;
+	return virt_to_page(ptr);
+}
+
 #endif
 
 __rust_helper struct page *rust_helper_sg_page(struct scatterlist *sg)

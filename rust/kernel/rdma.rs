@@ -149,6 +149,7 @@ pub mod sysfs;
 pub mod ucontext;
 pub mod udata;
 pub mod umem;
+pub mod virt_dma;
 pub mod wr;
 
 /// The RoCEv2 UDP destination port (IANA).

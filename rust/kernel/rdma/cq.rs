@@ -121,6 +121,17 @@ c_enum! {
 }
 
 c_enum! {
+    /// The network header a RoCEv2 datagram came in (`enum rdma_network_type`), which a
+    /// completion reports with `IB_WC_WITH_NETWORK_HDR_TYPE`.
+    pub enum NetworkType: u32 {
+        /// IPv4.
+        Ipv4 = bindings::rdma_network_type_RDMA_NETWORK_IPV4,
+        /// IPv6.
+        Ipv6 = bindings::rdma_network_type_RDMA_NETWORK_IPV6,
+    }
+}
+
+c_enum! {
     /// What a completed work request was (`enum ib_wc_opcode`).
     #[derive(Default)]
     pub enum WcOpcode: u32 {

@@ -12,7 +12,8 @@ use crate::{
     rdma::{
         driver::Driver,
         pd::Pd,
-        udata::UData, //
+        udata::UData,
+        virt_dma::VirtDma, //
     },
     types::Opaque, //
 };
@@ -121,13 +122,19 @@ pub trait MrOps: Send + Sync + Sized {
         build_error!(VTABLE_DEFAULT_ERROR)
     }
 
-    /// Creates a region covering all of memory for kernel consumers.
-    fn get_dma(_pd: &Pd<Self::Driver>, _access: AccessFlags) -> Result<NewMr<Self>> {
+    /// Creates a region covering all of memory for kernel consumers, reached through `dma`.
+    fn get_dma(_pd: &Pd<Self::Driver>, _access: AccessFlags, _dma: VirtDma) -> Result<NewMr<Self>> {
         build_error!(VTABLE_DEFAULT_ERROR)
     }
 
-    /// Creates a fast-registration region of type `mr_type` for up to `max_num_sg` pages.
-    fn alloc(_pd: &Pd<Self::Driver>, _mr_type: MrType, _max_num_sg: u32) -> Result<NewMr<Self>> {
+    /// Creates a fast-registration region of type `mr_type` for up to `max_num_sg` pages,
+    /// whose memory is reached through `dma`.
+    fn alloc(
+        _pd: &Pd<Self::Driver>,
+        _mr_type: MrType,
+        _max_num_sg: u32,
+        _dma: VirtDma,
+    ) -> Result<NewMr<Self>> {
         build_error!(VTABLE_DEFAULT_ERROR)
     }
 
@@ -309,7 +316,8 @@ pub(crate) unsafe extern "C" fn get_dma_mr<T: Driver>(
     // SAFETY: The caller guarantees the domain is live.
     let pd = unsafe { Pd::<T>::from_raw(ibpd) };
     let access = AccessFlags::from_bits_retain(access as u32);
-    match T::Mr::get_dma(pd, access).and_then(Mr::<T>::alloc) {
+    // `get_dma_mr` is a verb of kernel consumers only.
+    match T::Mr::get_dma(pd, access, VirtDma::new()).and_then(Mr::<T>::alloc) {
         Ok(mr) => mr,
         Err(e) => e.to_ptr(),
     }
@@ -330,7 +338,8 @@ pub(crate) unsafe extern "C" fn alloc_mr<T: Driver>(
     let Some(mr_type) = MrType::from_raw(mr_type) else {
         return EINVAL.to_ptr();
     };
-    match T::Mr::alloc(pd, mr_type, max_num_sg).and_then(Mr::<T>::alloc) {
+    // `alloc_mr` is a verb of kernel consumers only.
+    match T::Mr::alloc(pd, mr_type, max_num_sg, VirtDma::new()).and_then(Mr::<T>::alloc) {
         Ok(mr) => mr,
         Err(e) => e.to_ptr(),
     }

@@ -1595,7 +1595,7 @@ fn check(
                     if c.status != WcStatus::Success || !c.grh || c.src_qpn != ep.qpn {
                         return Err(format!("endpoint {}: bad UD receive {c:?}", 1 - me));
                     }
-                    let got = recv_data(c, GRH_LEN as usize);
+                    let got = recv_data(c, GRH_LEN);
                     if !recvs[me]
                         .iter()
                         .any(|e| e.imm == c.imm_data && e.data == got)

@@ -159,6 +159,8 @@ struct Io {
     budget: Option<usize>,
     /// Hand out transmit buffers full of junk, as the driver's reused buffer is, not zeroed.
     poison: bool,
+    /// The GRH of the packet being received, for a UD receive buffer.
+    grh: Option<[u8; 40]>,
 }
 
 impl Clock for Io {
@@ -196,6 +198,9 @@ impl Output for Io {
     }
     fn take_recv(&mut self) -> Option<RecvSlot> {
         self.recvs.pop_front()
+    }
+    fn grh(&self) -> Option<&[u8; 40]> {
+        self.grh.as_ref()
     }
     fn count(&mut self, c: Counter) {
         self.counters.push(c);
@@ -1026,11 +1031,22 @@ fn ud_datagram_lands_after_the_grh() {
         (pkt.deth().unwrap().qkey(), pkt.deth().unwrap().src_qpn()),
         (7, 1)
     );
+    // The receiver's network header, as the driver hands it: zeros, then an IPv4 header.
+    let mut grh = [0u8; 40];
+    grh[20] = 0x45;
+    grh[32..40].copy_from_slice(&[10, 0, 0, 1, 10, 0, 0, 2]);
+    b.mem.local[5 * SLOT..5 * SLOT + 40].fill(0xee);
+    b.io.grh = Some(grh);
     b.deliver(&pkts);
     let c = b.io.done[0];
     assert_eq!(
         (c.byte_len, c.src_qpn, c.grh, c.imm_data),
         (44, 1, true, Some(0x1234))
+    );
+    assert_eq!(
+        &b.mem.local[5 * SLOT..5 * SLOT + 40],
+        &grh[..],
+        "the GRH first"
     );
     assert_eq!(&b.mem.local[5 * SLOT + 40..5 * SLOT + 44], b"ping");
     // A wrong Q_Key is dropped.

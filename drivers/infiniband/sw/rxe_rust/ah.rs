@@ -74,7 +74,14 @@ struct CreateAhResp {
 /// An address handle.
 pub(crate) struct RxeAh {
     av: Arc<Av>,
-    _num: Index<Av>,
+    num: Index<Av>,
+}
+
+impl RxeAh {
+    /// Returns the handle's number, which send WQEs name it by.
+    pub(crate) fn number(&self) -> u32 {
+        self.num.get()
+    }
 }
 
 #[vtable]
@@ -119,7 +126,7 @@ impl AhOps for RxeAh {
                 reserved: 0,
             })?;
         }
-        Ok(Self { av, _num: num })
+        Ok(Self { av, num })
     }
 
     /// Reports the address vector.

@@ -271,7 +271,7 @@ impl Engine {
         let mut next = t.sq_read;
         let mut bad = None;
         let budget = Some(SEND_BUDGET);
-        let (failed, ran_dry) = with_io_budget(t, &env, tx, out, budget, |roce, mem, io| {
+        let (failed, ran_dry) = with_io_budget(t, &env, tx, out, budget, None, |roce, mem, io| {
             while roce.requester.outstanding() < crate::transport::SQ_WINDOW {
                 let Some(wr) = mem.next_send_wr(next) else {
                     break;
@@ -322,7 +322,7 @@ impl Engine {
     ) -> bool {
         let env = self.env(qp);
         let budget = Some(SEND_BUDGET);
-        let (failed, _) = with_io_budget(t, &env, tx, out, budget, |roce, mem, io| {
+        let (failed, _) = with_io_budget(t, &env, tx, out, budget, None, |roce, mem, io| {
             roce.resume_response(mem, io);
             roce.state() == TransportState::Error
         });
@@ -336,18 +336,24 @@ impl Engine {
         &self,
         qp: &QpShared,
         t: &mut Transport,
-        bytes: &[u8],
+        packet: &Packet,
         tx: &mut KVec<u8>,
         out: &mut KVec<Packet>,
     ) -> bool {
+        let bytes = packet.bytes();
         let Ok(pkt) = RocePacket::parse(bytes) else {
             return false;
+        };
+        // A datagram's receive buffer starts with its GRH.
+        let grh = match qp.qp_type {
+            IbQpType::Ud | IbQpType::Gsi => packet.grh(),
+            _ => None,
         };
         self.counters
             .add(crate::stats::Counter::RcvdBytes, bytes.len() as u64);
         let env = self.env(qp);
         let budget = Some(SEND_BUDGET);
-        with_io_budget(t, &env, tx, out, budget, |roce, mem, io| {
+        with_io_budget(t, &env, tx, out, budget, grh, |roce, mem, io| {
             roce.receive(&pkt, mem, io);
             roce.end_of_batch(io);
             roce.state() == TransportState::Error
@@ -464,6 +470,13 @@ impl QpShared {
         Ok(())
     }
 
+    /// Notes new send WQEs and schedules a run for them (any context, interrupts off
+    /// included: a kernel consumer's post).
+    pub(crate) fn kick_later(this: ArcBorrow<'_, Self>) {
+        this.inbox.lock().kicked = true;
+        Self::schedule(this);
+    }
+
     /// Notes that the timer fired and schedules a run.
     pub(crate) fn timer_fired(self: &Arc<Self>) {
         self.inbox.lock().due = true;
@@ -534,7 +547,7 @@ impl QpShared {
                     let _ = t.backlog.push(pkt, GFP_ATOMIC);
                     continue;
                 }
-                end.failed |= engine.receive(self, t, pkt.bytes(), &mut tx, &mut end.out);
+                end.failed |= engine.receive(self, t, &pkt, &mut tx, &mut end.out);
                 pkt.consume();
             }
         } else {

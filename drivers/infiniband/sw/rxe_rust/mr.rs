@@ -38,7 +38,8 @@ use kernel::{
         },
         pd::Pd,
         udata::UData,
-        umem::Umem, //
+        umem::Umem,
+        virt_dma::VirtDma, //
     },
     sync::{
         Arc,
@@ -113,8 +114,10 @@ impl MrShared {
                     dst,
                 )
                 .map_err(|_| AccessError::OutOfRange),
-            // Kernel memory is reached once kernel consumers can post (data path, step 2).
-            _ => Err(AccessError::InvalidKey),
+            // The region starts at address 0: the offset is the virtual DMA address.
+            Memory::Dma(dma) => dma.read(off, dst).map_err(|_| AccessError::OutOfRange),
+            // Valid only after a registration work request, which kernel QPs cannot post yet.
+            Memory::Fast(_) => Err(AccessError::InvalidKey),
         }
     }
 
@@ -127,7 +130,8 @@ impl MrShared {
                     src,
                 )
                 .map_err(|_| AccessError::OutOfRange),
-            _ => Err(AccessError::InvalidKey),
+            Memory::Dma(dma) => dma.write(off, src).map_err(|_| AccessError::OutOfRange),
+            Memory::Fast(_) => Err(AccessError::InvalidKey),
         }
     }
 }
@@ -154,8 +158,8 @@ struct PageList {
 enum Memory {
     /// Pinned user pages (unpinned when dropped).
     User { umem: Umem },
-    /// All of kernel memory, addressed by DMA address (`get_dma_mr`).
-    Dma,
+    /// All of kernel memory, addressed by virtual DMA address (`get_dma_mr`).
+    Dma(VirtDma),
     /// Pages a kernel consumer maps with `map_mr_sg` (`alloc_mr`).
     Fast(Pin<KBox<SpinLockIrq<PageList>>>),
 }
@@ -248,13 +252,16 @@ impl MrOps for RxeMr {
     }
 
     /// Creates the region over all of kernel memory that `ib_alloc_pd` asks for.
-    fn get_dma(pd: &Pd<Rxe>, access: AccessFlags) -> Result<NewMr<Self>> {
+    fn get_dma(pd: &Pd<Rxe>, access: AccessFlags, dma: VirtDma) -> Result<NewMr<Self>> {
         let pd_id = pd.as_raw() as usize;
-        register(pd, MrShared::new(access, pd_id, 0, u64::MAX, Memory::Dma))
+        register(
+            pd,
+            MrShared::new(access, pd_id, 0, u64::MAX, Memory::Dma(dma)),
+        )
     }
 
     /// Creates a fast-registration region for up to `max_pages` pages (`alloc_mr`).
-    fn alloc(pd: &Pd<Rxe>, mr_type: MrType, max_pages: u32) -> Result<NewMr<Self>> {
+    fn alloc(pd: &Pd<Rxe>, mr_type: MrType, max_pages: u32, _dma: VirtDma) -> Result<NewMr<Self>> {
         if mr_type != MrType::MemReg {
             pr_debug!("MR type {:?} not supported\n", mr_type);
             return Err(EINVAL);
@@ -354,10 +361,11 @@ mod tests {
                 Err(AccessError::InvalidKey)
             );
         }
-        // The same access to a valid region of the domain passes: the key check is what fails.
-        let dma = MrShared::new(param::ACCESS_REMOTE, PD, 0, u64::MAX, Memory::Dma);
-        dma.key.store(KEY, Relaxed);
-        assert_eq!(dma.check(KEY, PD, 0, 0, Access::REMOTE_WRITE), Ok(0));
+        // The same access to a region made valid passes: the validity is what fails.
+        let valid = MrShared::new_fast(PD, 4)?;
+        valid.key.store(KEY, Relaxed);
+        valid.valid.store(true, Relaxed);
+        assert_eq!(valid.check(KEY, PD, 0, 0, Access::REMOTE_WRITE), Ok(0));
         Ok(())
     }
 }

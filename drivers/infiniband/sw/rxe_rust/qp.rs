@@ -39,10 +39,15 @@ use crate::{
         wqe::{
             decode_send_wqe,
             encode_recv_wqe,
+            encode_send_wqe,
             recv_wqe_id,
             send_wqe_id,
+            Remote,
+            SendFlags as RoceSendFlags,
             SendQueueLimits,
+            SendWqe,
             Sge,
+            WqeData,
             WrOpcode, //
         },
     },
@@ -112,6 +117,7 @@ use kernel::{
     },
     sync::{
         Arc,
+        ArcBorrow,
         Mutex,
         SpinLock,
         SpinLockIrq, //
@@ -497,24 +503,50 @@ impl QpShared {
         Ok(())
     }
 
-    /// Posts a kernel consumer's send request.
+    /// Posts a kernel consumer's send request: its WQE goes into the send queue, which a run
+    /// of the queue pair's work item then takes (any context: nothing here sleeps).
     ///
-    /// In the error state it completes at once with `IB_WC_WR_FLUSH_ERR` (what
-    /// `ib_drain_sq` relies on). Carrying it out needs the packet path, which does not exist
-    /// yet: `EOPNOTSUPP` until then.
-    pub(crate) fn post_send(&self, wr: &SendWr<'_, Rxe>) -> Result {
-        let state = self.state();
+    /// In the error state it completes at once with `IB_WC_WR_FLUSH_ERR` (what `ib_drain_sq`
+    /// relies on). Fails with `ENOMEM` if the send queue is full, and with `EOPNOTSUPP` for
+    /// what kernel queue pairs cannot post yet: registration requests and inline data.
+    pub(crate) fn post_send(this: ArcBorrow<'_, Self>, wr: &SendWr<'_, Rxe>) -> Result {
+        let state = this.state();
         // As the C driver (C10-97.2.1 for receives): not before RTS. User space posts through
         // its ring and the doorbell.
-        if state < QpState::Rts || self.user {
+        if state < QpState::Rts || this.user {
             return Err(EINVAL);
         }
-        self.check_send(wr)?;
-        if state != QpState::Err {
+        this.check_send(wr)?;
+        if state == QpState::Err {
+            return this
+                .send_cq
+                .post(&this.flushed(wr.wr_id), &this.handle, false);
+        }
+        if wr.opcode == IbWrOpcode::RegMr || wr.send_flags.contains(SendFlags::INLINE) {
             return Err(EOPNOTSUPP);
         }
-        self.send_cq
-            .post(&self.flushed(wr.wr_id), &self.handle, false)
+        let mut sges = [Sge::new(0, 0, 0); param::MAX_SGE as usize];
+        let sges = sges.get_mut(..wr.sges.len()).ok_or(EINVAL)?;
+        for (dst, src) in sges.iter_mut().zip(wr.sges) {
+            *dst = Sge::new(src.addr(), src.length(), src.lkey());
+        }
+        let wqe = kernel_wqe(wr, sges)?;
+        {
+            let mut slot = [0u8; MAX_SEND_WQE];
+            let len = encode_send_wqe(&mut slot, &wqe).map_err(|e| {
+                pr_debug!("send request refused: {:?}\n", e);
+                EINVAL
+            })?;
+            let mut sq = this.sq.lock();
+            let producer = sq.producer.as_mut().ok_or(EINVAL)?;
+            if producer.is_full()? {
+                return Err(ENOMEM);
+            }
+            producer.push(slot.get(..len).ok_or(EINVAL)?)?;
+        }
+        // The consumer may hold its own spinlocks, interrupts off: the work item runs it.
+        Self::kick_later(this);
+        Ok(())
     }
 
     /// Completes every queued request with `IB_WC_WR_FLUSH_ERR` (a queue pair in error).
@@ -575,6 +607,65 @@ impl QpShared {
             rq.discard();
         }
     }
+}
+
+/// Describes a kernel consumer's send request `wr`, checked by `check_send`, with its
+/// buffers `sges`, as a send WQE.
+fn kernel_wqe<'a>(wr: &SendWr<'_, Rxe>, sges: &'a [Sge]) -> Result<SendWqe<'a>> {
+    let opcode = WrOpcode::from_raw(wr.opcode.raw()).ok_or(EINVAL)?;
+    let length = sges
+        .iter()
+        .try_fold(0u32, |n, s| n.checked_add(s.length()))
+        .ok_or(EINVAL)?;
+    // `ex` holds the immediate data as it goes on the wire (big-endian in memory), or a key.
+    let imm_data = matches!(opcode, WrOpcode::SendWithImm | WrOpcode::RdmaWriteWithImm)
+        .then(|| u32::from_be_bytes(wr.ex.to_ne_bytes()));
+    let invalidate_rkey = (opcode == WrOpcode::SendWithInv).then_some(wr.ex);
+    let remote = match (&wr.detail, opcode) {
+        (_, WrOpcode::LocalInv) => Remote::LocalInv { rkey: wr.ex },
+        (SendWrDetail::Rdma { remote_addr, rkey }, _) => Remote::Rdma {
+            addr: *remote_addr,
+            rkey: *rkey,
+        },
+        (
+            SendWrDetail::Atomic {
+                remote_addr,
+                compare_add,
+                swap,
+                rkey,
+            },
+            _,
+        ) => Remote::Atomic {
+            addr: *remote_addr,
+            rkey: *rkey,
+            compare_add: *compare_add,
+            swap: *swap,
+        },
+        (
+            SendWrDetail::Ud {
+                ah,
+                remote_qpn,
+                remote_qkey,
+            },
+            _,
+        ) => Remote::Ud {
+            remote_qpn: *remote_qpn & 0x00ff_ffff,
+            remote_qkey: *remote_qkey,
+            ah_num: ah.number(),
+        },
+        (SendWrDetail::None, _) => Remote::None,
+        (SendWrDetail::Reg { .. }, _) => return Err(EOPNOTSUPP),
+    };
+    Ok(SendWqe {
+        wr_id: wr.wr_id,
+        opcode,
+        flags: RoceSendFlags::from_bits(wr.send_flags.bits()),
+        imm_data,
+        invalidate_rkey,
+        remote,
+        data: WqeData::Sges(sges),
+        length,
+    })
 }
 
 /// The attributes `modify_qp` sets and `query_qp` reports.
@@ -652,7 +743,7 @@ impl QpOps for RxeQp {
     }
 
     fn post_send(qp: &Qp<Rxe>, wr: &SendWr<'_, Rxe>) -> Result {
-        qp.shared.post_send(wr)
+        QpShared::post_send(qp.shared.as_arc_borrow(), wr)
     }
 
     fn post_send_doorbell(qp: &Qp<Rxe>) -> Result {
@@ -865,10 +956,7 @@ impl RxeQp {
         let shared = &self.shared;
         if next != cur {
             match next {
-                // Kernel queue pairs get a transport once kernel memory (DMA and fast
-                // registration regions) can be reached: until then packets for them are
-                // dropped rather than failing the QP (QP1 included).
-                QpState::Rtr if shared.user => {
+                QpState::Rtr => {
                     let sq_read = shared.sq.lock().consumer.index();
                     let t = Transport::new(
                         shared,
@@ -902,7 +990,7 @@ impl RxeQp {
         Ok(())
     }
 
-    /// Rings the send doorbell of a user queue pair: the packet path does not exist yet.
+    /// Rings the send doorbell of a user queue pair: runs it for one run.
     fn doorbell(&self) -> Result {
         let shared = &self.shared;
         if !shared.user || shared.state() < QpState::Rts {

@@ -52,6 +52,7 @@ use crate::{
             QpTransport,
         },
         requester::SendWr,
+        responder::GRH_LEN,
         timer::{
             AckTimeout,
             RnrTimer, //
@@ -303,6 +304,9 @@ pub(crate) struct Env<'a> {
 pub(crate) enum Packet {
     /// From another queue pair of this device (loopback): a copy.
     Local(KVec<u8>),
+    /// From a datagram queue pair of this device (loopback): the GRH its receiver gets
+    /// ([`GRH_LEN`] bytes, as [`tx::grh_of`] builds it), then a copy of the packet.
+    LocalDatagram(KVec<u8>),
     /// From the wire: the datagram itself, linear, its data the UDP header and the packet,
     /// whose structure and ICRC were checked.
     Wire(SkBuff),
@@ -313,14 +317,24 @@ impl Packet {
     pub(crate) fn bytes(&self) -> &[u8] {
         match self {
             Self::Local(v) => v,
+            Self::LocalDatagram(v) => v.get(GRH_LEN..).unwrap_or(&[]),
             Self::Wire(skb) => skb.data().get(UDP_HEADER_LEN..).unwrap_or(&[]),
+        }
+    }
+
+    /// Returns the GRH a UD receive buffer gets for the packet: its IP header as it came.
+    pub(crate) fn grh(&self) -> Option<[u8; GRH_LEN]> {
+        match self {
+            Self::Local(_) => None,
+            Self::LocalDatagram(v) => v.get(..GRH_LEN)?.try_into().ok(),
+            Self::Wire(skb) => tx::grh_from_network_header(skb.network_header()?),
         }
     }
 
     /// Frees the packet once handled: a datagram is consumed, not counted as dropped.
     pub(crate) fn consume(self) {
         match self {
-            Self::Local(_) => (),
+            Self::Local(_) | Self::LocalDatagram(_) => (),
             Self::Wire(skb) => skb.consume(),
         }
     }
@@ -328,7 +342,7 @@ impl Packet {
     /// Frees the packet unhandled: a datagram is dropped for `reason`.
     pub(crate) fn drop_with(self, reason: SkbDropReason) {
         match self {
-            Self::Local(_) => (),
+            Self::Local(_) | Self::LocalDatagram(_) => (),
             Self::Wire(skb) => skb.drop_with_reason(reason),
         }
     }
@@ -345,11 +359,12 @@ pub(crate) fn with_io<R>(
     out: &mut KVec<Packet>,
     f: impl FnOnce(&mut QpTransport<SQ_WINDOW, RESPONDER_RESOURCES>, &mut Mem<'_>, &mut Io<'_>) -> R,
 ) -> R {
-    with_io_budget(t, env, tx, out, None, f).0
+    with_io_budget(t, env, tx, out, None, None, f).0
 }
 
 /// Runs `f` as [`with_io`] does, letting it emit at most `budget` packets (no limit with
-/// `None`); returns its result and whether it ran out of budget.
+/// `None`), for a received packet whose GRH is `grh`; returns its result and whether it ran
+/// out of budget.
 ///
 /// A requester whose transmit buffers ran dry stops and resumes at its next run: the caller
 /// runs the queue pair again once the packets out are delivered, so the packets in flight stay
@@ -360,6 +375,7 @@ pub(crate) fn with_io_budget<R>(
     tx: &mut KVec<u8>,
     out: &mut KVec<Packet>,
     budget: Option<usize>,
+    grh: Option<[u8; GRH_LEN]>,
     f: impl FnOnce(&mut QpTransport<SQ_WINDOW, RESPONDER_RESOURCES>, &mut Mem<'_>, &mut Io<'_>) -> R,
 ) -> (R, bool) {
     let Transport {
@@ -389,6 +405,7 @@ pub(crate) fn with_io_budget<R>(
         out,
         budget,
         ran_dry: false,
+        grh,
     };
     let r = f(qp, &mut mem, &mut io);
     (r, io.ran_dry)
@@ -592,6 +609,8 @@ pub(crate) struct Io<'a> {
     budget: Option<usize>,
     /// Whether a buffer was refused because the budget was spent.
     ran_dry: bool,
+    /// The GRH of the packet being received, for a datagram queue pair.
+    grh: Option<[u8; GRH_LEN]>,
 }
 
 fn timer_index(t: TimerId) -> usize {
@@ -663,10 +682,25 @@ impl Output for Io<'_> {
             }
             return;
         }
+        // A datagram's receiver gets the GRH it would have had on the wire.
+        let grh = match dest {
+            Destination::AddressHandle(_) => Some(tx::grh_of(path, len)),
+            Destination::Connected => None,
+        };
         let mut p = KVec::new();
-        if p.extend_from_slice(bytes, GFP_ATOMIC).is_ok()
-            && self.out.push(Packet::Local(p), GFP_ATOMIC).is_ok()
-        {
+        let copied = match &grh {
+            Some(g) => {
+                p.reserve(GRH_LEN + len, GFP_ATOMIC).is_ok()
+                    && p.extend_from_slice(g, GFP_ATOMIC).is_ok()
+                    && p.extend_from_slice(bytes, GFP_ATOMIC).is_ok()
+            }
+            None => p.extend_from_slice(bytes, GFP_ATOMIC).is_ok(),
+        };
+        let packet = match grh {
+            Some(_) => Packet::LocalDatagram(p),
+            None => Packet::Local(p),
+        };
+        if copied && self.out.push(packet, GFP_ATOMIC).is_ok() {
             self.env.counters.add(Counter::SentBytes, len as u64);
         } else {
             // Lost as on a congested link (the transport retries), but counted.
@@ -687,8 +721,13 @@ impl Output for Io<'_> {
             flags |= WcFlags::WITH_INVALIDATE;
             ex = rkey;
         }
+        let mut network_hdr_type = 0;
         if c.grh {
             flags |= WcFlags::GRH;
+            if let Some(grh) = &self.grh {
+                flags |= WcFlags::WITH_NETWORK_HDR_TYPE;
+                network_hdr_type = tx::network_type_of(grh).raw() as u8;
+            }
         }
         let wc = WorkCompletion {
             wr_id: c.wr_id,
@@ -701,6 +740,7 @@ impl Output for Io<'_> {
             src_qp: c.src_qpn,
             wc_flags: flags,
             port_num: param::PORT as u8,
+            network_hdr_type,
             ..Default::default()
         };
         let posted = match c.queue {
@@ -773,6 +813,10 @@ impl Output for Io<'_> {
             slot,
             length,
         })
+    }
+
+    fn grh(&self) -> Option<&[u8; GRH_LEN]> {
+        self.grh.as_ref()
     }
 
     fn retired(&mut self, slot: u32) {

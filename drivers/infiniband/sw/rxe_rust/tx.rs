@@ -5,14 +5,17 @@
 
 use crate::{
     icrc::KernelCrc32,
-    roce::icrc::{
-        compute,
-        IpHeader,
-        Ipv4Header,
-        Ipv6Header,
-        UdpHeader, //
-        ICRC_LEN,
-        IPPROTO_UDP,
+    roce::{
+        icrc::{
+            compute,
+            IpHeader,
+            Ipv4Header,
+            Ipv6Header,
+            UdpHeader, //
+            ICRC_LEN,
+            IPPROTO_UDP,
+        },
+        responder::GRH_LEN,
     },
 };
 use kernel::{
@@ -20,6 +23,7 @@ use kernel::{
     prelude::*,
     rdma::{
         ah::AhAttr,
+        cq::NetworkType,
         udp_sport,
         ROCE_V2_UDP_DPORT, //
     },
@@ -148,29 +152,48 @@ pub(crate) fn send(
     };
     skb.push_slice(udp.as_bytes())?;
     skb.reset_transport_header();
-    match v4 {
-        Some((saddr, daddr)) => {
-            let ip = Ipv4Header {
-                version_ihl: 0x45,
-                tos: path.traffic_class,
-                total_len: U16::new(udp_len + ip_len as u16),
-                id: U16::new(0),
-                frag_off: U16::new(IP_DF),
-                ttl: path.hop_limit,
-                protocol: IPPROTO_UDP,
-                check: U16::new(0),
-                saddr,
-                daddr,
-            };
+    match ip_header(path, udp_len) {
+        IpHeaderImage::V4(ip) => {
             skb.push_slice(ip.as_bytes())?;
             skb.reset_network_header();
             // The ICRC covers the identification: it must be final first.
             dst.select_ipv4_ident(&mut skb)?;
         }
+        IpHeaderImage::V6(ip) => {
+            skb.push_slice(ip.as_bytes())?;
+            skb.reset_network_header();
+        }
+    }
+    fill_icrc(skb.data_mut(), ip_len)?;
+    dst.send(skb)
+}
+
+/// The IP header of a datagram along a path.
+enum IpHeaderImage {
+    V4(Ipv4Header),
+    V6(Ipv6Header),
+}
+
+/// Returns the IP header of a datagram of `udp_len` UDP bytes along `path` (IPv4 with a zero
+/// identification and checksum, which the stack fills in).
+fn ip_header(path: &Path, udp_len: u16) -> IpHeaderImage {
+    match ipv4_of(&path.sgid).zip(ipv4_of(&path.dgid)) {
+        Some((saddr, daddr)) => IpHeaderImage::V4(Ipv4Header {
+            version_ihl: 0x45,
+            tos: path.traffic_class,
+            total_len: U16::new(udp_len.saturating_add(core::mem::size_of::<Ipv4Header>() as u16)),
+            id: U16::new(0),
+            frag_off: U16::new(IP_DF),
+            ttl: path.hop_limit,
+            protocol: IPPROTO_UDP,
+            check: U16::new(0),
+            saddr,
+            daddr,
+        }),
         None => {
             let tc = path.traffic_class;
             let fl = path.flow_label & 0xf_ffff;
-            let ip = Ipv6Header {
+            IpHeaderImage::V6(Ipv6Header {
                 version_class_flow: [
                     0x60 | (tc >> 4),
                     (tc << 4) | (fl >> 16) as u8,
@@ -182,13 +205,48 @@ pub(crate) fn send(
                 hop_limit: path.hop_limit,
                 saddr: path.sgid,
                 daddr: path.dgid,
-            };
-            skb.push_slice(ip.as_bytes())?;
-            skb.reset_network_header();
+            })
         }
     }
-    fill_icrc(skb.data_mut(), ip_len)?;
-    dst.send(skb)
+}
+
+/// Returns what a UD receive buffer starts with for a packet of `len` bytes (BTH to ICRC)
+/// along `path`: its IP header as a 40-byte GRH (an IPv4 header after 20 zero bytes), as the
+/// packet would have had on the wire.
+pub(crate) fn grh_of(path: &Path, len: usize) -> [u8; GRH_LEN] {
+    let udp_len = u16::try_from(core::mem::size_of::<UdpHeader>() + len).unwrap_or(u16::MAX);
+    let mut grh = [0u8; GRH_LEN];
+    let ip = ip_header(path, udp_len);
+    let (at, bytes) = match &ip {
+        IpHeaderImage::V4(ip) => (GRH_LEN - core::mem::size_of::<Ipv4Header>(), ip.as_bytes()),
+        IpHeaderImage::V6(ip) => (0, ip.as_bytes()),
+    };
+    if let Some(d) = grh.get_mut(at..at + bytes.len()) {
+        d.copy_from_slice(bytes);
+    }
+    grh
+}
+
+/// Returns the GRH a UD receive buffer starts with for a datagram whose IP header (no
+/// options, or IPv6 without extensions) is `nh`, or `None` for another header.
+pub(crate) fn grh_from_network_header(nh: &[u8]) -> Option<[u8; GRH_LEN]> {
+    let mut grh = [0u8; GRH_LEN];
+    let at = match (nh.first()? >> 4, nh.len()) {
+        (4, 20) => GRH_LEN - 20,
+        (6, 40) => 0,
+        _ => return None,
+    };
+    grh.get_mut(at..)?.copy_from_slice(nh);
+    Some(grh)
+}
+
+/// Returns the network header type of the GRH `grh` (see [`grh_of`]).
+pub(crate) fn network_type_of(grh: &[u8; GRH_LEN]) -> NetworkType {
+    if grh[0] >> 4 == 6 {
+        NetworkType::Ipv6
+    } else {
+        NetworkType::Ipv4
+    }
 }
 
 /// Computes the ICRC of the datagram `bytes` (IP header of `ip_len` bytes, UDP header,

@@ -63,7 +63,7 @@ PERF_ITERS=200
 MAX_TIMEOUTS=2
 BAD_LOG='WARNING:|BUG:|Oops|general protection|refcount_t:|list_(add|del) corruption|UBSAN|KASAN|INFO: task .* blocked'
 # Checks per driver (the plan is fixed: every check prints its line).
-CHECKS=26
+CHECKS=30
 
 DRIVERS=("$@")
 [ ${#DRIVERS[@]} -eq 0 ] && DRIVERS=($RXE_C $RXE_RUST)
@@ -138,6 +138,16 @@ listening() {
 	ip netns exec "$1" ss -Hltn "sport = :$2" | grep -q .
 }
 
+# Succeeds once namespace $1 has an rdma_cm ID listening on port $2.
+cm_listening() {
+	ip netns exec "$1" rdma resource show cm_id 2>/dev/null |
+		grep -E "state LISTEN .*src-addr [^ ]*:$2( |$)" -q
+}
+
+# How across() knows the server is ready: listening (perftest's TCP
+# handshake) or cm_listening (rdma_cm).
+READY=listening
+
 alive() {
 	[ -n "$1" ] && kill -0 "$1" 2>/dev/null
 }
@@ -202,6 +212,35 @@ bounded() {
 	wait $pid
 }
 
+# rping as across() runs it (through bash -c "$RPING_SIDE", as it runs
+# commands): "rping_side ARGS -p PORT -d DEV -a ADDR", then
+# the server's address again for the client. One address argument: the
+# server (-s), listening on it; two: the client (-c), connecting to it. The
+# device comes from the address, so -d is dropped. rping exits 0 without a
+# peer too: the output must show the pings.
+rping_side() {
+	local args=() role=-s out rc
+	while [ $# -gt 0 ]; do
+		case $1 in
+		-d) shift 2 ;;
+		-a | -p | -C | -S) args+=("$1" "$2"); shift 2 ;;
+		-*) args+=("$1"); shift ;;
+		*) role=-c; shift ;;
+		esac
+	done
+	out=$(rping $role -v "${args[@]}" 2>&1)
+	rc=$?
+	printf '%s\n' "$out" | tail -n 3
+	[ $rc -eq 0 ] || return $rc
+	if printf '%s\n' "$out" | grep -q mismatch; then
+		return 1
+	fi
+	# The client prints each ping it sent and read back; the server each it got.
+	[ "$(printf '%s\n' "$out" | grep -c 'ping data: ')" -ge 1 ]
+}
+
+RPING_SIDE="$(declare -f rping_side); rping_side \"\$@\""
+
 # One exchange across the veth, on a new TCP port: "$4 ... -p PORT -d rxeA
 # $1 $2" as the server in A, then the same with rxeB, $1 $3 and A's IPv4
 # address as the client in B. $1 is the program's GID index option, $2 and
@@ -223,15 +262,15 @@ across() {
 	spid=$!
 	: >"$tmp/client"
 	deadline=$((SECONDS + 30))
-	while ! listening $NS_A $port && alive $spid && [ $SECONDS -lt $deadline ]; do
+	while ! $READY $NS_A $port && alive $spid && [ $SECONDS -lt $deadline ]; do
 		sleep 0.1
 	done
-	if listening $NS_A $port; then
+	if $READY $NS_A $port; then
 		ip netns exec $NS_B timeout -k 5 $((RUN_TIMEOUT + 30)) \
 			"$@" -p $port -d $DEV_B $gopt "$gb" $IP4_A >"$tmp/client" 2>&1 &
 		cpid=$!
 	else
-		echo "the server is not listening on TCP port $port (it exited, or 30 s passed)"
+		echo "the server is not listening on port $port ($READY; it exited, or 30 s passed)"
 	fi
 	deadline=$((SECONDS + RUN_TIMEOUT))
 	# Until both sides end. No client: nothing to wait for. A client that
@@ -462,6 +501,15 @@ run_driver() {
 		across -x "$GA4" "$GB4" ib_send_bw -F -n $PERF_ITERS -s 4096
 	run_check "ib_atomic_bw over the IPv4 GID" \
 		across -x "$GA4" "$GB4" ib_atomic_bw -F -n $PERF_ITERS
+	# rdma_cm: its MADs go through both devices' QP1 (kernel queue pairs).
+	READY=cm_listening run_check "rping -V -C $ITERS -S 1000 over rdma_cm (IPv4)" \
+		across -a "$IP4_A" "$IP4_A" bash -c "$RPING_SIDE" rping_side -C $ITERS -S 1000 -V
+	READY=cm_listening run_check "rping -V -C $ITERS -S 100 over rdma_cm (IPv6)" \
+		across -a "$IP6_A" "$IP6_A" bash -c "$RPING_SIDE" rping_side -C $ITERS -S 100 -V
+	READY=cm_listening run_check "ib_send_bw -R -s 4096 over rdma_cm" \
+		across -x "$GA4" "$GB4" ib_send_bw -R -F -n $PERF_ITERS -s 4096
+	READY=cm_listening run_check "ib_write_bw -R -s 4096 over rdma_cm" \
+		across -x "$GA4" "$GB4" ib_write_bw -R -F -n $PERF_ITERS -s 4096
 
 	# The counters tell whether the packets went through each device;
 	# reading them needs only the devices.

@@ -21,6 +21,7 @@ use super::psn::{
     Msn,
     Psn, //
 };
+use super::responder::GRH_LEN;
 
 /// A point in monotonic time, in nanoseconds from an arbitrary origin.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -237,6 +238,13 @@ pub trait Output {
 
     /// Takes the next receive WQE, or returns `None` if the queue is empty.
     fn take_recv(&mut self) -> Option<RecvSlot>;
+
+    /// Returns what the first 40 bytes of a UD receive buffer get for the packet being
+    /// received: its GRH, for RoCEv2 its IP header (an IPv4 header in the last 20 bytes, after
+    /// zeros). With `None` (the default) they are left as they were.
+    fn grh(&self) -> Option<&[u8; GRH_LEN]> {
+        None
+    }
 
     /// A send WQE left the requester, completed or not: its slot may be reused.
     ///

@@ -61,7 +61,7 @@ use super::segment::packets_for;
 use super::timer::RnrTimer;
 
 /// Bytes at the start of a UD receive buffer left for the GRH.
-pub const GRH_LEN: u32 = 40;
+pub const GRH_LEN: usize = 40;
 
 /// A message being received.
 #[derive(Clone, Copy, Debug)]
@@ -882,10 +882,15 @@ impl<const R: usize> Responder<R> {
         let payload = pkt.payload();
         let len = u32::try_from(payload.len())
             .ok()
-            .and_then(|n| n.checked_add(GRH_LEN));
+            .and_then(|n| n.checked_add(GRH_LEN as u32));
         let status = match len {
             Some(len) if len <= wr.length => {
-                match mem.scatter(WqeRef::Recv(wr.slot), GRH_LEN, payload) {
+                let grh = match out.grh() {
+                    Some(grh) => mem.scatter(WqeRef::Recv(wr.slot), 0, grh),
+                    None => Ok(()),
+                };
+                match grh.and_then(|()| mem.scatter(WqeRef::Recv(wr.slot), GRH_LEN as u32, payload))
+                {
                     Ok(()) => WcStatus::Success,
                     Err(_) => WcStatus::LocProtErr,
                 }

@@ -117,7 +117,7 @@ struct RawRecvWqe {
 }
 
 /// The `rdma` member of the `wr` union.
-#[derive(FromBytes, KnownLayout, Immutable, Unaligned)]
+#[derive(FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned)]
 #[repr(C)]
 struct RawRdmaWr {
     remote_addr: U64,
@@ -126,7 +126,7 @@ struct RawRdmaWr {
 }
 
 /// The `atomic` member of the `wr` union.
-#[derive(FromBytes, KnownLayout, Immutable, Unaligned)]
+#[derive(FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned)]
 #[repr(C)]
 struct RawAtomicWr {
     remote_addr: U64,
@@ -137,7 +137,7 @@ struct RawAtomicWr {
 }
 
 /// The `flush` member of the `wr` union.
-#[derive(FromBytes, KnownLayout, Immutable, Unaligned)]
+#[derive(FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned)]
 #[repr(C)]
 struct RawFlushWr {
     remote_addr: U64,
@@ -148,7 +148,7 @@ struct RawFlushWr {
 }
 
 /// The `ud` member of the `wr` union, up to its legacy address vector.
-#[derive(FromBytes, KnownLayout, Immutable, Unaligned)]
+#[derive(FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned)]
 #[repr(C)]
 struct RawUdWr {
     remote_qpn: U32,
@@ -159,7 +159,7 @@ struct RawUdWr {
 }
 
 /// The `mw` member of the `wr` union.
-#[derive(FromBytes, KnownLayout, Immutable, Unaligned)]
+#[derive(FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned)]
 #[repr(C)]
 struct RawMwWr {
     addr: U64,
@@ -618,6 +618,153 @@ pub fn decode_send_wqe<'a>(
         data,
         length,
     })
+}
+
+/// Copies the view `v` to the start of the `wr` union `wr`.
+fn put_wr<T: zerocopy::IntoBytes + zerocopy::Immutable>(
+    wr: &mut [u8; 120],
+    v: &T,
+) -> Result<(), WqeError> {
+    let bytes = v.as_bytes();
+    wr.get_mut(..bytes.len())
+        .ok_or(WqeError::Truncated)?
+        .copy_from_slice(bytes);
+    Ok(())
+}
+
+/// Writes the send WQE `wqe` into `slot`, as a kernel consumer posts it; returns the number of
+/// bytes written.
+///
+/// The inverse of [`decode_send_wqe`]: the bytes written decode to `wqe` again. The caller
+/// checks `wqe` against the queue's limits; the run that takes the WQE checks it again.
+pub fn encode_send_wqe(slot: &mut [u8], wqe: &SendWqe<'_>) -> Result<usize, WqeError> {
+    let (num_sge, dma_length, tail) = match wqe.data {
+        WqeData::Sges(sges) => (
+            u32::try_from(sges.len()).map_err(|_| WqeError::TooManySges)?,
+            total_length(sges).ok_or(WqeError::TooLong)?,
+            sges.as_bytes(),
+        ),
+        WqeData::Inline(bytes) => (
+            0,
+            u32::try_from(bytes.len()).map_err(|_| WqeError::TooLong)?,
+            bytes,
+        ),
+    };
+    let len = SEND_WQE_HEADER_LEN
+        .checked_add(tail.len())
+        .ok_or(WqeError::Truncated)?;
+    let slot = slot.get_mut(..len).ok_or(WqeError::Truncated)?;
+    let (head, rest) = slot.split_at_mut(SEND_WQE_HEADER_LEN);
+
+    // `ex`: immediate data in network order, an R_Key in the ring's (native) order.
+    let ex = match (wqe.imm_data, wqe.invalidate_rkey, wqe.remote) {
+        (Some(imm), _, _) => imm.to_be_bytes(),
+        (None, Some(rkey), _) | (None, None, Remote::LocalInv { rkey }) => rkey.to_ne_bytes(),
+        _ => [0; 4],
+    };
+    let mut wr = [0u8; 120];
+    match wqe.remote {
+        Remote::None | Remote::LocalInv { .. } => (),
+        Remote::Rdma { addr, rkey } => put_wr(
+            &mut wr,
+            &RawRdmaWr {
+                remote_addr: U64::new(addr),
+                rkey: U32::new(rkey),
+                reserved: U32::new(0),
+            },
+        )?,
+        Remote::Atomic {
+            addr,
+            rkey,
+            compare_add,
+            swap,
+        } => put_wr(
+            &mut wr,
+            &RawAtomicWr {
+                remote_addr: U64::new(addr),
+                compare_add: U64::new(compare_add),
+                swap: U64::new(swap),
+                rkey: U32::new(rkey),
+                reserved: U32::new(0),
+            },
+        )?,
+        Remote::Ud {
+            remote_qpn,
+            remote_qkey,
+            ah_num,
+        } => put_wr(
+            &mut wr,
+            &RawUdWr {
+                remote_qpn: U32::new(remote_qpn),
+                remote_qkey: U32::new(remote_qkey),
+                pkey_index: U16::new(0),
+                reserved: U16::new(0),
+                ah_num: U32::new(ah_num),
+            },
+        )?,
+        Remote::Flush {
+            addr,
+            length,
+            rkey,
+            placement_type,
+            selectivity_level,
+        } => put_wr(
+            &mut wr,
+            &RawFlushWr {
+                remote_addr: U64::new(addr),
+                length: U32::new(length),
+                rkey: U32::new(rkey),
+                placement_type,
+                selectivity_level,
+            },
+        )?,
+        Remote::BindMw {
+            addr,
+            length,
+            mr_lkey,
+            mw_rkey,
+            rkey,
+            access,
+        } => put_wr(
+            &mut wr,
+            &RawMwWr {
+                addr: U64::new(addr),
+                length: U64::new(length),
+                mr_lkey: U32::new(mr_lkey),
+                mw_rkey: U32::new(mw_rkey),
+                rkey: U32::new(rkey),
+                access: U32::new(access),
+            },
+        )?,
+    }
+    let raw = RawSendWqe {
+        wr_id: U64::new(wqe.wr_id),
+        reserved: U32::new(0),
+        opcode: U32::new(wqe.opcode as u32),
+        send_flags: U32::new(wqe.flags.bits()),
+        ex,
+        wr,
+        status: U32::new(0),
+        state: U32::new(0),
+        iova: U64::new(0),
+        mask: U32::new(0),
+        first_psn: U32::new(0),
+        last_psn: U32::new(0),
+        ack_length: U32::new(0),
+        ssn: U32::new(0),
+        has_rd_atomic: U32::new(0),
+        dma: RawDmaInfo {
+            length: U32::new(dma_length),
+            resid: U32::new(dma_length),
+            cur_sge: U32::new(0),
+            num_sge: U32::new(num_sge),
+            sge_offset: U32::new(0),
+            reserved: U32::new(0),
+        },
+    };
+    head.copy_from_slice(raw.as_bytes());
+    rest.copy_from_slice(tail);
+    Ok(len)
 }
 
 /// Decodes the receive WQE in `slot`, a private copy of one receive queue element.

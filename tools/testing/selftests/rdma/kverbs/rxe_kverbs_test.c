@@ -1172,6 +1172,166 @@ static void drain(struct kunit *test)
 	kv_destroy_qp(test, qp);
 }
 
+/* Moves @qp, in INIT, to RTS connected to @dest_qpn on this device. */
+static void kv_connect_self(struct kunit *test, struct ib_qp *qp, u32 dest_qpn)
+{
+	struct ib_device *ibdev = kv_ctx(test)->dev;
+	struct ib_qp_attr attr = {};
+	struct net_device *ndev;
+	union ib_gid gid;
+
+	KUNIT_ASSERT_EQ(test, rdma_query_gid(ibdev, KV_PORT, 0, &gid), 0);
+	ndev = ib_device_get_netdev(ibdev, KV_PORT);
+	KUNIT_ASSERT_NOT_NULL(test, ndev);
+	attr.qp_state = IB_QPS_RTR;
+	attr.path_mtu = IB_MTU_1024;
+	attr.dest_qp_num = dest_qpn;
+	attr.rq_psn = 100;
+	attr.max_dest_rd_atomic = 1;
+	attr.min_rnr_timer = 1;
+	attr.ah_attr.type = RDMA_AH_ATTR_TYPE_ROCE;
+	rdma_ah_set_port_num(&attr.ah_attr, KV_PORT);
+	rdma_ah_set_grh(&attr.ah_attr, &gid, 0, 0, 1, 0);
+	memcpy(attr.ah_attr.roce.dmac, ndev->dev_addr, ETH_ALEN);
+	dev_put(ndev);
+	KUNIT_ASSERT_EQ(test, ib_modify_qp(qp, &attr, IB_QP_STATE | IB_QP_AV |
+					   IB_QP_PATH_MTU | IB_QP_DEST_QPN |
+					   IB_QP_RQ_PSN |
+					   IB_QP_MAX_DEST_RD_ATOMIC |
+					   IB_QP_MIN_RNR_TIMER), 0);
+	memset(&attr, 0, sizeof(attr));
+	attr.qp_state = IB_QPS_RTS;
+	attr.sq_psn = 100;
+	attr.timeout = 14;
+	attr.retry_cnt = 7;
+	attr.rnr_retry = 7;
+	attr.max_rd_atomic = 1;
+	KUNIT_ASSERT_EQ(test, ib_modify_qp(qp, &attr, IB_QP_STATE |
+					   IB_QP_SQ_PSN | IB_QP_TIMEOUT |
+					   IB_QP_RETRY_CNT | IB_QP_RNR_RETRY |
+					   IB_QP_MAX_QP_RD_ATOMIC), 0);
+}
+
+/* Posts @wr on @qp and waits for its one completion, which must succeed. */
+static void kv_send_and_wait(struct kunit *test, struct ib_qp *qp,
+			     struct ib_send_wr *wr, struct ib_cq *cq,
+			     enum ib_wc_opcode opcode)
+{
+	const struct ib_send_wr *bad = NULL;
+	struct ib_wc wc;
+
+	KUNIT_ASSERT_EQ(test, ib_post_send(qp, wr, &bad), 0);
+	KUNIT_ASSERT_EQ_MSG(test, kv_poll_wait(test, cq, &wc, 1, NULL), 1,
+			    "completion of WR %llu within %d ms", wr->wr_id,
+			    KV_WAIT_MS);
+	KUNIT_EXPECT_EQ(test, wc.wr_id, wr->wr_id);
+	KUNIT_EXPECT_EQ_MSG(test, wc.status, IB_WC_SUCCESS, "%s",
+			    ib_wc_status_msg(wc.status));
+	KUNIT_EXPECT_EQ(test, wc.opcode, opcode);
+}
+
+/*
+ * rc_kernel_traffic: two kernel RC QPs of the device, connected to each
+ * other, move kernel memory: a SEND into a posted receive, an RDMA WRITE
+ * and an RDMA READ through the domain's global R_Key. Every byte is compared.
+ */
+static void rc_kernel_traffic(struct kunit *test)
+{
+	const struct ib_recv_wr *rbad = NULL;
+	struct ib_qp_init_attr init;
+	struct ib_rdma_wr rw = {};
+	struct ib_send_wr sw = {};
+	struct ib_recv_wr rwr = {};
+	struct ib_sge sge, rsge;
+	struct ib_cq *scq, *rcq;
+	struct kv_buf *src, *dst;
+	struct ib_qp *qa, *qb;
+	struct ib_pd *pd;
+	struct ib_wc wc;
+	u8 *s, *d;
+	int i;
+
+	KV_NEED_OP(test, kv_ctx(test)->dev, post_send);
+	pd = kv_alloc_pd(test, IB_PD_UNSAFE_GLOBAL_RKEY);
+	scq = kv_alloc_cq(test, 16);
+	rcq = kv_alloc_cq(test, 16);
+	qa = kv_create_rc_qp(test, pd, scq, &init);
+	qb = kv_create_rc_qp(test, pd, rcq, &init);
+	kv_to_init(test, qa);
+	kv_to_init(test, qb);
+	kv_connect_self(test, qa, qb->qp_num);
+	kv_connect_self(test, qb, qa->qp_num);
+	/* A page and a half: copies cross a page boundary. */
+	src = kv_alloc_buf(test, 3 * PAGE_SIZE / 2);
+	dst = kv_alloc_buf(test, 3 * PAGE_SIZE / 2);
+	s = src->cpu;
+	d = dst->cpu;
+	for (i = 0; i < src->len; i++)
+		s[i] = i * 7 + 3;
+
+	/* SEND of 3000 bytes from offset 100 into a receive at offset 900. */
+	rsge.addr = dst->dma + 900;
+	rsge.length = 3000;
+	rsge.lkey = pd->local_dma_lkey;
+	rwr.wr_id = 7;
+	rwr.sg_list = &rsge;
+	rwr.num_sge = 1;
+	KUNIT_ASSERT_EQ(test, ib_post_recv(qb, &rwr, &rbad), 0);
+	sge.addr = src->dma + 100;
+	sge.length = 3000;
+	sge.lkey = pd->local_dma_lkey;
+	sw.wr_id = 1;
+	sw.opcode = IB_WR_SEND;
+	sw.send_flags = IB_SEND_SIGNALED;
+	sw.sg_list = &sge;
+	sw.num_sge = 1;
+	kv_send_and_wait(test, qa, &sw, scq, IB_WC_SEND);
+	KUNIT_ASSERT_EQ(test, kv_poll_wait(test, rcq, &wc, 1, NULL), 1);
+	KUNIT_EXPECT_EQ(test, wc.wr_id, 7);
+	KUNIT_EXPECT_EQ_MSG(test, wc.status, IB_WC_SUCCESS, "%s",
+			    ib_wc_status_msg(wc.status));
+	KUNIT_EXPECT_EQ(test, wc.byte_len, 3000);
+	KUNIT_EXPECT_EQ(test, wc.src_qp, qa->qp_num);
+	KUNIT_EXPECT_MEMEQ(test, d + 900, s + 100, 3000);
+
+	/* RDMA WRITE of 2000 bytes to offset 10 of the other buffer. */
+	memset(d, 0, dst->len);
+	sge.addr = src->dma + 50;
+	sge.length = 2000;
+	rw.wr.wr_id = 2;
+	rw.wr.opcode = IB_WR_RDMA_WRITE;
+	rw.wr.send_flags = IB_SEND_SIGNALED;
+	rw.wr.sg_list = &sge;
+	rw.wr.num_sge = 1;
+	rw.remote_addr = dst->dma + 10;
+	rw.rkey = pd->unsafe_global_rkey;
+	kv_send_and_wait(test, qa, &rw.wr, scq, IB_WC_RDMA_WRITE);
+	KUNIT_EXPECT_MEMEQ(test, d + 10, s + 50, 2000);
+	KUNIT_EXPECT_EQ(test, d[9], 0);
+	KUNIT_EXPECT_EQ(test, d[2010], 0);
+
+	/* RDMA READ of 1500 bytes from the first buffer into the second. */
+	memset(d, 0, dst->len);
+	sge.addr = dst->dma + 200;
+	sge.length = 1500;
+	rw.wr.wr_id = 3;
+	rw.wr.opcode = IB_WR_RDMA_READ;
+	rw.remote_addr = src->dma + 1000;
+	kv_send_and_wait(test, qa, &rw.wr, scq, IB_WC_RDMA_READ);
+	KUNIT_EXPECT_MEMEQ(test, d + 200, s + 1000, 1500);
+
+	/* A bad R_Key: a remote access error, and the QP goes to ERR. */
+	rw.wr.wr_id = 4;
+	rw.rkey = pd->unsafe_global_rkey ^ 0x80;
+	KUNIT_ASSERT_EQ(test, ib_post_send(qa, &rw.wr, NULL), 0);
+	KUNIT_ASSERT_EQ(test, kv_poll_wait(test, scq, &wc, 1, NULL), 1);
+	KUNIT_EXPECT_EQ(test, wc.wr_id, 4);
+	KUNIT_EXPECT_EQ_MSG(test, wc.status, IB_WC_REM_ACCESS_ERR, "%s",
+			    ib_wc_status_msg(wc.status));
+	kv_destroy_qp(test, qa);
+	kv_destroy_qp(test, qb);
+}
+
 /* Whether the netdevice of port 1 filters for the multicast address @mac. */
 static bool kv_has_mc(struct ib_device *ibdev, const u8 *mac)
 {
@@ -1280,6 +1440,7 @@ static struct kunit_case rxe_kverbs_cases[] = {
 	KUNIT_CASE(srq_last_wqe),
 	KUNIT_CASE(post_send_flush),
 	KUNIT_CASE(drain),
+	KUNIT_CASE(rc_kernel_traffic),
 	{}
 };
 
