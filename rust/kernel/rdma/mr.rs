@@ -188,6 +188,20 @@ impl<T: Driver> Mr<T> {
         unsafe { (*self.raw.get()).page_size }
     }
 
+    /// Returns the first address of a fast-registration region's mapped pages, as the last
+    /// `map_mr_sg` set it (`ib_mr.iova`).
+    pub fn iova(&self) -> u64 {
+        // SAFETY: The region is live; `iova` is plain data the core writes in `map_mr_sg`,
+        // which the consumer does not run while it posts the region.
+        unsafe { (*self.raw.get()).iova }
+    }
+
+    /// Returns the length of a fast-registration region's mapped pages (`ib_mr.length`).
+    pub fn length(&self) -> u64 {
+        // SAFETY: As in `iova`.
+        unsafe { (*self.raw.get()).length }
+    }
+
     /// Allocates a region holding the new region's data and keys.
     pub(crate) fn alloc(new: NewMr<T::Mr>) -> Result<*mut bindings::ib_mr> {
         let mr = KBox::new(

@@ -864,7 +864,7 @@ fn workload(
                 placement_type: r.range(1, 2) as u8,
                 selectivity_level: 0,
             },
-            WrOpcode::LocalInv | WrOpcode::BindMw => unreachable!(),
+            WrOpcode::LocalInv | WrOpcode::BindMw | WrOpcode::RegMr => unreachable!(),
         };
         let signaled = sc.sig_all || r.chance(700_000);
         let mut flags = 0;

@@ -31,6 +31,7 @@ use rxe_roce::roce::memory::{
     AccessError,
     AtomicOp,
     MemoryAccess,
+    Registration,
     WqeRef, //
 };
 use rxe_roce::roce::mtu::IbMtu;
@@ -67,6 +68,7 @@ struct Mem {
     remote: Vec<u8>,
     atomics: u32,
     invalid: Vec<u32>,
+    registered: Vec<Registration>,
 }
 
 impl Mem {
@@ -141,6 +143,13 @@ impl MemoryAccess for Mem {
     }
     fn invalidate(&mut self, rkey: u32) -> Result<(), AccessError> {
         self.invalid.push(rkey);
+        Ok(())
+    }
+    fn register(&mut self, reg: &Registration) -> Result<(), AccessError> {
+        if reg.mr_key == 0 {
+            return Err(AccessError::InvalidKey);
+        }
+        self.registered.push(*reg);
         Ok(())
     }
 }
@@ -1280,4 +1289,34 @@ fn reth_dma_len_of_2_pow_31_passes_the_length_check() {
             Some(Syndrome::Nak(NakCode::RemoteAccessError))
         )]
     );
+}
+
+/// A registration request runs in order on the send queue: it registers when it reaches the
+/// send position, completes as REG_MR, and a refused one fails the queue pair.
+#[test]
+fn registration_runs_in_order_and_completes() {
+    let (mut a, _b) = pair(QpType::Rc, 7, 7);
+    let reg = Registration {
+        mr_key: 0x100,
+        key: 0x101,
+        access: 6,
+        iova: 0x4000,
+        length: 8192,
+    };
+    let mut w = wr(0, WrOpcode::RegMr, Remote::RegMr(reg), 0);
+    w.slot = 0;
+    a.post(w);
+    assert_eq!(a.mem.registered, vec![reg]);
+    assert!(a.take_sent().is_empty(), "a local operation sends nothing");
+    let c = a.io.done[0];
+    assert_eq!(
+        (c.wr_id, c.status, c.opcode),
+        (0, WcStatus::Success, WcOpcode::RegMr)
+    );
+    let bad = Registration { mr_key: 0, ..reg };
+    let mut w = wr(1, WrOpcode::RegMr, Remote::RegMr(bad), 0);
+    w.slot = 1;
+    a.post(w);
+    assert_eq!(a.mem.registered.len(), 1);
+    assert_eq!(a.sends_done()[1], (1, WcStatus::LocQpOpErr));
 }

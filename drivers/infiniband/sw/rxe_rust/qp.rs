@@ -30,6 +30,7 @@ use crate::{
         Ring, //
     },
     roce::{
+        memory::Registration,
         mtu::{
             ib_mtu_for_netdev_mtu,
             IbMtu, //
@@ -508,7 +509,7 @@ impl QpShared {
     ///
     /// In the error state it completes at once with `IB_WC_WR_FLUSH_ERR` (what `ib_drain_sq`
     /// relies on). Fails with `ENOMEM` if the send queue is full, and with `EOPNOTSUPP` for
-    /// what kernel queue pairs cannot post yet: registration requests and inline data.
+    /// inline data, which kernel queue pairs cannot post yet.
     pub(crate) fn post_send(this: ArcBorrow<'_, Self>, wr: &SendWr<'_, Rxe>) -> Result {
         let state = this.state();
         // As the C driver (C10-97.2.1 for receives): not before RTS. User space posts through
@@ -522,7 +523,7 @@ impl QpShared {
                 .send_cq
                 .post(&this.flushed(wr.wr_id), &this.handle, false);
         }
-        if wr.opcode == IbWrOpcode::RegMr || wr.send_flags.contains(SendFlags::INLINE) {
+        if wr.send_flags.contains(SendFlags::INLINE) && wr.opcode != IbWrOpcode::RegMr {
             return Err(EOPNOTSUPP);
         }
         let mut sges = [Sge::new(0, 0, 0); param::MAX_SGE as usize];
@@ -612,7 +613,10 @@ impl QpShared {
 /// Describes a kernel consumer's send request `wr`, checked by `check_send`, with its
 /// buffers `sges`, as a send WQE.
 fn kernel_wqe<'a>(wr: &SendWr<'_, Rxe>, sges: &'a [Sge]) -> Result<SendWqe<'a>> {
-    let opcode = WrOpcode::from_raw(wr.opcode.raw()).ok_or(EINVAL)?;
+    let opcode = match wr.opcode {
+        IbWrOpcode::RegMr => WrOpcode::RegMr,
+        o => WrOpcode::from_raw(o.raw()).ok_or(EINVAL)?,
+    };
     let length = sges
         .iter()
         .try_fold(0u32, |n, s| n.checked_add(s.length()))
@@ -654,7 +658,13 @@ fn kernel_wqe<'a>(wr: &SendWr<'_, Rxe>, sges: &'a [Sge]) -> Result<SendWqe<'a>> 
             ah_num: ah.number(),
         },
         (SendWrDetail::None, _) => Remote::None,
-        (SendWrDetail::Reg { .. }, _) => return Err(EOPNOTSUPP),
+        (SendWrDetail::Reg { mr, key, access }, _) => Remote::RegMr(Registration {
+            mr_key: mr.key(),
+            key: *key,
+            access: access.bits(),
+            iova: mr.iova(),
+            length: mr.length(),
+        }),
     };
     Ok(SendWqe {
         wr_id: wr.wr_id,
@@ -849,6 +859,7 @@ impl RxeQp {
             qp_type: roce_type(qp_type),
             max_sge: sq.max_sge,
             max_inline: sq.max_inline,
+            kernel: !user,
         };
         let max_recv = rq.as_ref().map(|rq| (rq.max_wr, rq.max_sge));
 

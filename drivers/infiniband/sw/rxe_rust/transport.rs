@@ -41,6 +41,7 @@ use crate::{
             AccessError,
             AtomicOp,
             MemoryAccess,
+            Registration,
             WqeRef, //
         },
         mtu::IbMtu,
@@ -588,10 +589,13 @@ impl MemoryAccess for Mem<'_> {
         self.check_remote(rkey, va, len, need)
     }
 
-    fn invalidate(&mut self, _rkey: u32) -> Result<(), AccessError> {
-        // Only windows and fast-registration regions can be invalidated; neither is bound
-        // or registered by a work request yet.
-        Err(AccessError::InvalidKey)
+    fn invalidate(&mut self, rkey: u32) -> Result<(), AccessError> {
+        // Fast-registration regions; memory windows are not bound by work requests yet.
+        self.with_region(rkey, |mr| mr.invalidate(rkey))
+    }
+
+    fn register(&mut self, reg: &Registration) -> Result<(), AccessError> {
+        self.with_region(reg.mr_key, |mr| mr.register(self.env.shared.pd, reg))
     }
 }
 

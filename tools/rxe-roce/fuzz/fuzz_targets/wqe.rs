@@ -25,6 +25,7 @@ fuzz_target!(|data: &[u8]| {
         qp_type,
         max_sge: u32::from(sel >> 2) & 31,
         max_inline: 512,
+        kernel: sel & 0x80 != 0,
     };
     if let Ok(wqe) = decode_send_wqe(slot, &limits) {
         assert!(wqe.opcode.allowed_on(qp_type));

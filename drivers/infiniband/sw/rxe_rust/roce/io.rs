@@ -121,6 +121,8 @@ pub enum WcOpcode {
     BindMw = 5,
     /// Local invalidate.
     LocalInv = 6,
+    /// Fast registration of a memory region.
+    RegMr = 7,
     /// FLUSH.
     Flush = 8,
     /// ATOMIC WRITE.

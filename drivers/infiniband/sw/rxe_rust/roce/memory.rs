@@ -171,6 +171,28 @@ pub trait MemoryAccess {
 
     /// Invalidates `rkey` (SEND with invalidate, local invalidate).
     fn invalidate(&mut self, rkey: u32) -> Result<(), AccessError>;
+
+    /// Registers the fast-registration region `mr_key` names, over the pages mapped into
+    /// it, as `reg` describes (a registration work request). The default refuses.
+    fn register(&mut self, reg: &Registration) -> Result<(), AccessError> {
+        let _ = reg;
+        Err(AccessError::InvalidKey)
+    }
+}
+
+/// What a registration work request sets on a fast-registration region.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Registration {
+    /// The region's key when the request was posted: its index names the region.
+    pub mr_key: u32,
+    /// The region's new L_Key and R_Key.
+    pub key: u32,
+    /// The new access rights (`IB_ACCESS_*`).
+    pub access: u32,
+    /// The first address of the region.
+    pub iova: u64,
+    /// Its length in bytes.
+    pub length: u64,
 }
 
 /// Walks the part of a scatter/gather list that holds bytes `offset..offset + len`.

@@ -420,6 +420,10 @@ impl<const N: usize> Requester<N> {
                         Ok(()) => WcStatus::Success,
                         Err(_) => WcStatus::LocQpOpErr,
                     },
+                    (WrOpcode::RegMr, Remote::RegMr(reg)) => match mem.register(&reg) {
+                        Ok(()) => WcStatus::Success,
+                        Err(_) => WcStatus::LocQpOpErr,
+                    },
                     _ => WcStatus::LocQpOpErr,
                 };
                 if status == WcStatus::Success {

@@ -27,6 +27,7 @@ use zerocopy_derive::{
 };
 
 use super::io::WcOpcode;
+use super::memory::Registration;
 use super::opcode::QpType;
 use super::segment::{
     MessageKind,
@@ -158,6 +159,20 @@ struct RawUdWr {
     ah_num: U32,
 }
 
+/// The registration request of a kernel queue pair's ring, in the `wr` union: the C driver
+/// keeps a pointer to the region there, this driver its key (and the range, which the region
+/// holds in C).
+#[derive(FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned)]
+#[repr(C)]
+struct RawRegWr {
+    mr_key: U32,
+    key: U32,
+    access: U32,
+    reserved: U32,
+    iova: U64,
+    length: U64,
+}
+
 /// The `mw` member of the `wr` union.
 #[derive(FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned)]
 #[repr(C)]
@@ -209,6 +224,9 @@ pub enum WrOpcode {
     Flush = 14,
     /// ATOMIC WRITE.
     AtomicWrite = 15,
+    /// Fast registration of a memory region (`IB_WR_REG_MR`): kernel queue pairs only, whose
+    /// rings user space never sees.
+    RegMr = 0x20,
 }
 
 impl WrOpcode {
@@ -221,6 +239,7 @@ impl WrOpcode {
             Self::AtomicCmpAndSwp => WcOpcode::CompSwap,
             Self::AtomicFetchAndAdd => WcOpcode::FetchAdd,
             Self::LocalInv => WcOpcode::LocalInv,
+            Self::RegMr => WcOpcode::RegMr,
             Self::BindMw => WcOpcode::BindMw,
             Self::Flush => WcOpcode::Flush,
             Self::AtomicWrite => WcOpcode::AtomicWrite,
@@ -242,6 +261,7 @@ impl WrOpcode {
             9 => Self::SendWithInv,
             14 => Self::Flush,
             15 => Self::AtomicWrite,
+            0x20 => Self::RegMr,
             _ => return None,
         })
     }
@@ -260,6 +280,7 @@ impl WrOpcode {
             | Self::AtomicCmpAndSwp
             | Self::AtomicFetchAndAdd
             | Self::LocalInv
+            | Self::RegMr
             | Self::SendWithInv
             | Self::Flush
             | Self::AtomicWrite => matches!(qp_type, QpType::Rc),
@@ -291,7 +312,7 @@ impl WrOpcode {
             Self::AtomicFetchAndAdd => MessageKind::FetchAdd,
             Self::Flush => MessageKind::Flush,
             Self::AtomicWrite => MessageKind::AtomicWrite,
-            Self::LocalInv | Self::BindMw => return None,
+            Self::LocalInv | Self::BindMw | Self::RegMr => return None,
         })
     }
 }
@@ -373,6 +394,8 @@ pub enum Remote {
         /// Selectivity level for the FETH.
         selectivity_level: u8,
     },
+    /// Fast registration of a memory region.
+    RegMr(Registration),
     /// Local invalidate of `rkey`.
     LocalInv {
         /// The key to invalidate.
@@ -445,6 +468,9 @@ pub struct SendQueueLimits {
     pub max_sge: u32,
     /// `max_inline_data` of the QP.
     pub max_inline: u32,
+    /// A kernel consumer's queue, which may hold registration requests: user space's
+    /// may not (the rxe ABI has no such opcode).
+    pub kernel: bool,
 }
 
 /// Why a WQE was refused.
@@ -494,8 +520,9 @@ pub fn decode_send_wqe<'a>(
     limits: &SendQueueLimits,
 ) -> Result<SendWqe<'a>, WqeError> {
     let (raw, tail) = RawSendWqe::ref_from_prefix(slot).map_err(|_| WqeError::Truncated)?;
-    let opcode =
-        WrOpcode::from_raw(raw.opcode.get()).ok_or(WqeError::UnknownOpcode(raw.opcode.get()))?;
+    let opcode = WrOpcode::from_raw(raw.opcode.get())
+        .filter(|&o| o != WrOpcode::RegMr || limits.kernel)
+        .ok_or(WqeError::UnknownOpcode(raw.opcode.get()))?;
     if !opcode.allowed_on(limits.qp_type) {
         return Err(WqeError::OpcodeNotAllowed);
     }
@@ -514,7 +541,10 @@ pub fn decode_send_wqe<'a>(
         }
         let len = usize::try_from(len).map_err(|_| WqeError::InlineTooLong)?;
         WqeData::Inline(tail.get(..len).ok_or(WqeError::Truncated)?)
-    } else if matches!(opcode, WrOpcode::LocalInv | WrOpcode::BindMw) {
+    } else if matches!(
+        opcode,
+        WrOpcode::LocalInv | WrOpcode::BindMw | WrOpcode::RegMr
+    ) {
         WqeData::Sges(&[])
     } else {
         let num_sge = raw.dma.num_sge.get();
@@ -592,6 +622,16 @@ pub fn decode_send_wqe<'a>(
                 selectivity_level: flush.selectivity_level,
             }
         }
+        WrOpcode::RegMr => {
+            let reg: &RawRegWr = wr_view(&raw.wr)?;
+            Remote::RegMr(Registration {
+                mr_key: reg.mr_key.get(),
+                key: reg.key.get(),
+                access: reg.access.get(),
+                iova: reg.iova.get(),
+                length: reg.length.get(),
+            })
+        }
         WrOpcode::LocalInv => Remote::LocalInv {
             rkey: u32::from_ne_bytes(raw.ex),
         },
@@ -665,6 +705,17 @@ pub fn encode_send_wqe(slot: &mut [u8], wqe: &SendWqe<'_>) -> Result<usize, WqeE
     let mut wr = [0u8; 120];
     match wqe.remote {
         Remote::None | Remote::LocalInv { .. } => (),
+        Remote::RegMr(reg) => put_wr(
+            &mut wr,
+            &RawRegWr {
+                mr_key: U32::new(reg.mr_key),
+                key: U32::new(reg.key),
+                access: U32::new(reg.access),
+                reserved: U32::new(0),
+                iova: U64::new(reg.iova),
+                length: U64::new(reg.length),
+            },
+        )?,
         Remote::Rdma { addr, rkey } => put_wr(
             &mut wr,
             &RawRdmaWr {

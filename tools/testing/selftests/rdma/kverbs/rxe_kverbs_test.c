@@ -1332,6 +1332,131 @@ static void rc_kernel_traffic(struct kunit *test)
 	kv_destroy_qp(test, qb);
 }
 
+/* Two kernel RC QPs of @pd, connected to each other: @qa on @scq, @qb on @rcq. */
+static void kv_rc_pair(struct kunit *test, struct ib_pd *pd, struct ib_cq *scq,
+		       struct ib_cq *rcq, struct ib_qp **qa, struct ib_qp **qb)
+{
+	struct ib_qp_init_attr init;
+
+	*qa = kv_create_rc_qp(test, pd, scq, &init);
+	*qb = kv_create_rc_qp(test, pd, rcq, &init);
+	kv_to_init(test, *qa);
+	kv_to_init(test, *qb);
+	kv_connect_self(test, *qa, (*qb)->qp_num);
+	kv_connect_self(test, *qb, (*qa)->qp_num);
+}
+
+/* Posts @wr on @qp; its one completion must end with @status. */
+static void kv_send_expect(struct kunit *test, struct ib_qp *qp,
+			   struct ib_send_wr *wr, struct ib_cq *cq,
+			   enum ib_wc_status status)
+{
+	struct ib_wc wc;
+
+	KUNIT_ASSERT_EQ(test, ib_post_send(qp, wr, NULL), 0);
+	KUNIT_ASSERT_EQ(test, kv_poll_wait(test, cq, &wc, 1, NULL), 1);
+	KUNIT_EXPECT_EQ(test, wc.wr_id, wr->wr_id);
+	KUNIT_EXPECT_EQ_MSG(test, wc.status, status, "%s",
+			    ib_wc_status_msg(wc.status));
+}
+
+/*
+ * frmr_kernel_traffic: a fast-registration region over three separate
+ * pages. Its R_Key names nothing before a REG_MR work request; after one,
+ * an RDMA WRITE across its page boundaries lands in the right pages and an
+ * RDMA READ reads them back; after a LOCAL_INV it names nothing again.
+ */
+static void frmr_kernel_traffic(struct kunit *test)
+{
+	struct ib_reg_wr reg = {};
+	struct ib_send_wr inv = {};
+	struct ib_rdma_wr rw = {};
+	struct ib_cq *scq, *rcq;
+	struct ib_qp *qa, *qb;
+	struct kv_buf *src;
+	struct kv_sg *pages;
+	struct ib_sge sge;
+	struct ib_pd *pd;
+	struct ib_mr *mr;
+	u8 *s;
+	int i;
+
+	KV_NEED_OP(test, kv_ctx(test)->dev, post_send);
+	pd = kv_alloc_pd(test, 0);
+	scq = kv_alloc_cq(test, 16);
+	rcq = kv_alloc_cq(test, 16);
+	mr = ib_alloc_mr(pd, IB_MR_TYPE_MEM_REG, 4);
+	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, mr);
+	KUNIT_ASSERT_EQ(test, 0, kunit_add_action_or_reset(test, kv_mr_release,
+							   mr));
+	pages = kv_alloc_sg(test, 3);
+	KUNIT_ASSERT_EQ(test, ib_map_mr_sg(mr, pages->sgl, 3, NULL, PAGE_SIZE),
+			3);
+	src = kv_alloc_buf(test, 2 * PAGE_SIZE);
+	s = src->cpu;
+	for (i = 0; i < src->len; i++)
+		s[i] = i * 13 + 1;
+	sge.addr = src->dma;
+	sge.length = PAGE_SIZE + 200;
+	sge.lkey = pd->local_dma_lkey;
+	rw.wr.opcode = IB_WR_RDMA_WRITE;
+	rw.wr.send_flags = IB_SEND_SIGNALED;
+	rw.wr.sg_list = &sge;
+	rw.wr.num_sge = 1;
+	rw.remote_addr = mr->iova + PAGE_SIZE - 100;
+
+	/* Not registered yet: a remote access error. */
+	kv_rc_pair(test, pd, scq, rcq, &qa, &qb);
+	ib_update_fast_reg_key(mr, ib_inc_rkey(mr->rkey));
+	rw.wr.wr_id = 1;
+	rw.rkey = mr->rkey;
+	kv_send_expect(test, qa, &rw.wr, scq, IB_WC_REM_ACCESS_ERR);
+	kv_destroy_qp(test, qa);
+	kv_destroy_qp(test, qb);
+
+	kv_rc_pair(test, pd, scq, rcq, &qa, &qb);
+	reg.wr.wr_id = 2;
+	reg.wr.opcode = IB_WR_REG_MR;
+	reg.wr.send_flags = IB_SEND_SIGNALED;
+	reg.mr = mr;
+	reg.key = mr->rkey;
+	reg.access = IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_WRITE |
+		     IB_ACCESS_REMOTE_READ;
+	kv_send_and_wait(test, qb, &reg.wr, rcq, IB_WC_REG_MR);
+
+	/* PAGE_SIZE + 200 bytes from 100 bytes before the end of page 0. */
+	rw.wr.wr_id = 3;
+	kv_send_and_wait(test, qa, &rw.wr, scq, IB_WC_RDMA_WRITE);
+	KUNIT_EXPECT_MEMEQ(test, (u8 *)page_address(pages->pages[0]) +
+			   PAGE_SIZE - 100, s, 100);
+	KUNIT_EXPECT_MEMEQ(test, page_address(pages->pages[1]), s + 100,
+			   PAGE_SIZE);
+	KUNIT_EXPECT_MEMEQ(test, page_address(pages->pages[2]),
+			   s + PAGE_SIZE + 100, 100);
+
+	/* Read back 300 bytes across the boundary of pages 1 and 2. */
+	memset(s, 0, src->len);
+	sge.length = 300;
+	rw.wr.wr_id = 4;
+	rw.wr.opcode = IB_WR_RDMA_READ;
+	rw.remote_addr = mr->iova + 2 * PAGE_SIZE - 150;
+	kv_send_and_wait(test, qa, &rw.wr, scq, IB_WC_RDMA_READ);
+	KUNIT_EXPECT_MEMEQ(test, s, (u8 *)page_address(pages->pages[1]) +
+			   PAGE_SIZE - 150, 150);
+	KUNIT_EXPECT_MEMEQ(test, s + 150, page_address(pages->pages[2]), 150);
+
+	/* Invalidated: its key names nothing again. */
+	inv.wr_id = 5;
+	inv.opcode = IB_WR_LOCAL_INV;
+	inv.send_flags = IB_SEND_SIGNALED;
+	inv.ex.invalidate_rkey = mr->rkey;
+	kv_send_and_wait(test, qb, &inv, rcq, IB_WC_LOCAL_INV);
+	rw.wr.wr_id = 6;
+	kv_send_expect(test, qa, &rw.wr, scq, IB_WC_REM_ACCESS_ERR);
+	kv_destroy_qp(test, qa);
+	kv_destroy_qp(test, qb);
+}
+
 /* Whether the netdevice of port 1 filters for the multicast address @mac. */
 static bool kv_has_mc(struct ib_device *ibdev, const u8 *mac)
 {
@@ -1441,6 +1566,7 @@ static struct kunit_case rxe_kverbs_cases[] = {
 	KUNIT_CASE(post_send_flush),
 	KUNIT_CASE(drain),
 	KUNIT_CASE(rc_kernel_traffic),
+	KUNIT_CASE(frmr_kernel_traffic),
 	{}
 };
 
