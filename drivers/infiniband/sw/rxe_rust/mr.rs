@@ -245,7 +245,8 @@ impl PageList {
                 .ok_or(AccessError::OutOfRange)?;
             let in_page = pos % ps;
             let chunk = usize::try_from(ps - in_page).map_or(len - done, |n| n.min(len - done));
-            f(page + in_page, done..done + chunk)?;
+            let addr = page.checked_add(in_page).ok_or(AccessError::OutOfRange)?;
+            f(addr, done..done + chunk)?;
             done += chunk;
             pos += chunk as u64;
         }

@@ -230,7 +230,7 @@ rping_side() {
 	done
 	out=$(rping $role -v "${args[@]}" 2>&1)
 	rc=$?
-	printf '%s\n' "$out" | tail -n 3
+	printf '%s\n' "$out" | tail -n 3 | cut -c 1-100
 	[ $rc -eq 0 ] || return $rc
 	if printf '%s\n' "$out" | grep -q mismatch; then
 		return 1

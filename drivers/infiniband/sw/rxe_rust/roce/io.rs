@@ -122,7 +122,7 @@ pub enum WcOpcode {
     /// Local invalidate.
     LocalInv = 6,
     /// Fast registration of a memory region.
-    RegMr = 7,
+    RegMr = 10,
     /// FLUSH.
     Flush = 8,
     /// ATOMIC WRITE.
