@@ -19,15 +19,17 @@ use crate::{
 ///
 /// The core's verbs for kernel consumers hand one to the driver: `get_dma_mr` (a region over
 /// all of memory, behind every kernel protection domain's `local_dma_lkey`) and `alloc_mr`
-/// (fast registration). User space cannot reach either verb.
+/// (fast registration). User space cannot reach either verb. [`super::wr::SendWr`] uses one
+/// to copy the data of an inline request.
 ///
 /// # Invariants
 ///
-/// It exists only for a memory region a kernel consumer allocated. Under the verbs contract
-/// such a consumer names, in its work requests and registrations, only memory it mapped for
-/// the device (`ib_dma_map_*`), which is the device's to read and write until the request
-/// completes or the mapping ends. Remote access to all of memory (a domain's unsafe global
-/// R_Key) is the consumer's explicit choice.
+/// It exists only for a memory region a kernel consumer allocated, or for the buffers of an
+/// inline send request a kernel consumer posts. Under the verbs contract such a consumer
+/// names, in its work requests and registrations, only memory it mapped for the device
+/// (`ib_dma_map_*`), which is the device's to read and write until the request completes or
+/// the mapping ends, and inline buffers readable for the post. Remote access to all of
+/// memory (a domain's unsafe global R_Key) is the consumer's explicit choice.
 pub struct VirtDma(());
 
 impl VirtDma {

@@ -15,6 +15,7 @@ use crate::{
             AccessFlags,
             Mr, //
         },
+        virt_dma::VirtDma,
     },
 };
 
@@ -259,6 +260,31 @@ impl<'a, T: Driver> SendWr<'a, T> {
             sges,
             detail,
         })
+    }
+}
+
+impl<T: Driver> SendWr<'_, T> {
+    /// Copies the data of an inline request (`IB_SEND_INLINE`) into `dst`; returns its
+    /// length.
+    ///
+    /// An inline request's entries name the consumer's memory by address (virtual DMA
+    /// address, as `copy_inline_data_to_wqe` of the C driver reads it), readable for the call:
+    /// the data is copied now, not when the request runs. Fails with `EINVAL` for a request
+    /// without the flag or data longer than `dst`, and with `EFAULT` for an address outside
+    /// directly mapped memory.
+    pub fn copy_inline(&self, dst: &mut [u8]) -> Result<usize> {
+        if !self.send_flags.contains(SendFlags::INLINE) {
+            return Err(EINVAL);
+        }
+        // A kernel consumer names memory for the device (the type's invariant).
+        let dma = VirtDma::new();
+        let mut at = 0usize;
+        for sge in self.sges {
+            let end = at.checked_add(sge.length() as usize).ok_or(EINVAL)?;
+            dma.read(sge.addr(), dst.get_mut(at..end).ok_or(EINVAL)?)?;
+            at = end;
+        }
+        Ok(at)
     }
 }
 

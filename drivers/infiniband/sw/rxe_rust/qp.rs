@@ -508,8 +508,8 @@ impl QpShared {
     /// of the queue pair's work item then takes (any context: nothing here sleeps).
     ///
     /// In the error state it completes at once with `IB_WC_WR_FLUSH_ERR` (what `ib_drain_sq`
-    /// relies on). Fails with `ENOMEM` if the send queue is full, and with `EOPNOTSUPP` for
-    /// inline data, which kernel queue pairs cannot post yet.
+    /// relies on). Fails with `ENOMEM` if the send queue is full. Inline data is copied into
+    /// the WQE here.
     pub(crate) fn post_send(this: ArcBorrow<'_, Self>, wr: &SendWr<'_, Rxe>) -> Result {
         let state = this.state();
         // As the C driver (C10-97.2.1 for receives): not before RTS. User space posts through
@@ -523,15 +523,20 @@ impl QpShared {
                 .send_cq
                 .post(&this.flushed(wr.wr_id), &this.handle, false);
         }
-        if wr.send_flags.contains(SendFlags::INLINE) && wr.opcode != IbWrOpcode::RegMr {
-            return Err(EOPNOTSUPP);
-        }
         let mut sges = [Sge::new(0, 0, 0); param::MAX_SGE as usize];
-        let sges = sges.get_mut(..wr.sges.len()).ok_or(EINVAL)?;
-        for (dst, src) in sges.iter_mut().zip(wr.sges) {
-            *dst = Sge::new(src.addr(), src.length(), src.lkey());
-        }
-        let wqe = kernel_wqe(wr, sges)?;
+        let mut inline = [0u8; param::MAX_INLINE_DATA as usize];
+        let data = if wr.send_flags.contains(SendFlags::INLINE) {
+            // Copied now: the consumer may reuse its buffers once the post returns.
+            let n = wr.copy_inline(&mut inline)?;
+            WqeData::Inline(inline.get(..n).ok_or(EINVAL)?)
+        } else {
+            let sges = sges.get_mut(..wr.sges.len()).ok_or(EINVAL)?;
+            for (dst, src) in sges.iter_mut().zip(wr.sges) {
+                *dst = Sge::new(src.addr(), src.length(), src.lkey());
+            }
+            WqeData::Sges(sges)
+        };
+        let wqe = kernel_wqe(wr, data)?;
         {
             let mut slot = [0u8; MAX_SEND_WQE];
             let len = encode_send_wqe(&mut slot, &wqe).map_err(|e| {
@@ -611,16 +616,19 @@ impl QpShared {
 }
 
 /// Describes a kernel consumer's send request `wr`, checked by `check_send`, with its
-/// buffers `sges`, as a send WQE.
-fn kernel_wqe<'a>(wr: &SendWr<'_, Rxe>, sges: &'a [Sge]) -> Result<SendWqe<'a>> {
+/// data (buffers, or the inline bytes), as a send WQE.
+fn kernel_wqe<'a>(wr: &SendWr<'_, Rxe>, data: WqeData<'a>) -> Result<SendWqe<'a>> {
     let opcode = match wr.opcode {
         IbWrOpcode::RegMr => WrOpcode::RegMr,
         o => WrOpcode::from_raw(o.raw()).ok_or(EINVAL)?,
     };
-    let length = sges
-        .iter()
-        .try_fold(0u32, |n, s| n.checked_add(s.length()))
-        .ok_or(EINVAL)?;
+    let length = match data {
+        WqeData::Sges(sges) => sges
+            .iter()
+            .try_fold(0u32, |n, s| n.checked_add(s.length()))
+            .ok_or(EINVAL)?,
+        WqeData::Inline(bytes) => u32::try_from(bytes.len()).map_err(|_| EINVAL)?,
+    };
     // `ex` holds the immediate data as it goes on the wire (big-endian in memory), or a key.
     let imm_data = matches!(opcode, WrOpcode::SendWithImm | WrOpcode::RdmaWriteWithImm)
         .then(|| u32::from_be_bytes(wr.ex.to_ne_bytes()));
@@ -673,7 +681,7 @@ fn kernel_wqe<'a>(wr: &SendWr<'_, Rxe>, sges: &'a [Sge]) -> Result<SendWqe<'a>> 
         imm_data,
         invalidate_rkey,
         remote,
-        data: WqeData::Sges(sges),
+        data,
         length,
     })
 }

@@ -228,6 +228,7 @@ static struct ib_qp *kv_create_rc_qp(struct kunit *test, struct ib_pd *pd,
 	init->cap.max_recv_wr = 8;
 	init->cap.max_send_sge = 2;
 	init->cap.max_recv_sge = 2;
+	init->cap.max_inline_data = 64;
 	qp = ib_create_qp(pd, init);
 	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, qp);
 	KUNIT_ASSERT_EQ(test, 0,
@@ -1232,8 +1233,9 @@ static void kv_send_and_wait(struct kunit *test, struct ib_qp *qp,
 
 /*
  * rc_kernel_traffic: two kernel RC QPs of the device, connected to each
- * other, move kernel memory: a SEND into a posted receive, an RDMA WRITE
- * and an RDMA READ through the domain's global R_Key. Every byte is compared.
+ * other, move kernel memory: a SEND into a posted receive, an inline SEND,
+ * an RDMA WRITE and an RDMA READ through the domain's global R_Key. Every
+ * byte is compared.
  */
 static void rc_kernel_traffic(struct kunit *test)
 {
@@ -1248,7 +1250,7 @@ static void rc_kernel_traffic(struct kunit *test)
 	struct ib_qp *qa, *qb;
 	struct ib_pd *pd;
 	struct ib_wc wc;
-	u8 *s, *d;
+	u8 *s, *d, *inl;
 	int i;
 
 	KV_NEED_OP(test, kv_ctx(test)->dev, post_send);
@@ -1292,6 +1294,35 @@ static void rc_kernel_traffic(struct kunit *test)
 			    ib_wc_status_msg(wc.status));
 	KUNIT_EXPECT_EQ(test, wc.byte_len, 3000);
 	KUNIT_EXPECT_MEMEQ(test, d + 900, s + 100, 3000);
+
+	/*
+	 * An inline SEND of 60 bytes: copied at post time, so the buffer may
+	 * change as soon as the post returns.
+	 */
+	inl = kunit_kmalloc(test, 60, GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, inl);
+	memcpy(inl, s + 7, 60);
+	rsge.addr = dst->dma;
+	rsge.length = 100;
+	rwr.wr_id = 8;
+	KUNIT_ASSERT_EQ(test, ib_post_recv(qb, &rwr, &rbad), 0);
+	sge.addr = (uintptr_t)inl;
+	sge.length = 60;
+	sge.lkey = 0;
+	sw.wr_id = 11;
+	sw.send_flags = IB_SEND_SIGNALED | IB_SEND_INLINE;
+	KUNIT_ASSERT_EQ(test, ib_post_send(qa, &sw, NULL), 0);
+	memset(inl, 0xee, 60);
+	KUNIT_ASSERT_EQ(test, kv_poll_wait(test, scq, &wc, 1, NULL), 1);
+	KUNIT_EXPECT_EQ(test, wc.wr_id, 11);
+	KUNIT_EXPECT_EQ(test, wc.status, IB_WC_SUCCESS);
+	KUNIT_ASSERT_EQ(test, kv_poll_wait(test, rcq, &wc, 1, NULL), 1);
+	KUNIT_EXPECT_EQ(test, wc.wr_id, 8);
+	KUNIT_EXPECT_EQ(test, wc.status, IB_WC_SUCCESS);
+	KUNIT_EXPECT_EQ(test, wc.byte_len, 60);
+	KUNIT_EXPECT_MEMEQ(test, d, s + 7, 60);
+	sge.lkey = pd->local_dma_lkey;
+	sw.send_flags = IB_SEND_SIGNALED;
 
 	/* RDMA WRITE of 2000 bytes to offset 10 of the other buffer. */
 	memset(d, 0, dst->len);
