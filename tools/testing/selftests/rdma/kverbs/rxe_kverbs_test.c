@@ -209,10 +209,14 @@ static void kv_qp_release(void *qp)
 	ib_destroy_qp(qp);
 }
 
-/* RC QP with the caps of the brief; init->cap holds what the driver gave. */
-static struct ib_qp *kv_create_rc_qp(struct kunit *test, struct ib_pd *pd,
-				     struct ib_cq *cq,
-				     struct ib_qp_init_attr *init)
+/*
+ * RC QP with the caps of the brief and @max_inline bytes of inline data;
+ * init->cap holds what the driver gave.
+ */
+static struct ib_qp *kv_create_rc_qp_inline(struct kunit *test,
+					    struct ib_pd *pd, struct ib_cq *cq,
+					    struct ib_qp_init_attr *init,
+					    u32 max_inline)
 {
 	struct ib_device *ibdev = kv_ctx(test)->dev;
 	struct ib_qp *qp;
@@ -228,12 +232,19 @@ static struct ib_qp *kv_create_rc_qp(struct kunit *test, struct ib_pd *pd,
 	init->cap.max_recv_wr = 8;
 	init->cap.max_send_sge = 2;
 	init->cap.max_recv_sge = 2;
-	init->cap.max_inline_data = 64;
+	init->cap.max_inline_data = max_inline;
 	qp = ib_create_qp(pd, init);
 	KUNIT_ASSERT_NOT_ERR_OR_NULL(test, qp);
 	KUNIT_ASSERT_EQ(test, 0,
 			kunit_add_action_or_reset(test, kv_qp_release, qp));
 	return qp;
+}
+
+static struct ib_qp *kv_create_rc_qp(struct kunit *test, struct ib_pd *pd,
+				     struct ib_cq *cq,
+				     struct ib_qp_init_attr *init)
+{
+	return kv_create_rc_qp_inline(test, pd, cq, init, 0);
 }
 
 /* Destroys now, checking the result; the deferred action is dropped. */
@@ -1257,7 +1268,7 @@ static void rc_kernel_traffic(struct kunit *test)
 	pd = kv_alloc_pd(test, IB_PD_UNSAFE_GLOBAL_RKEY);
 	scq = kv_alloc_cq(test, 16);
 	rcq = kv_alloc_cq(test, 16);
-	qa = kv_create_rc_qp(test, pd, scq, &init);
+	qa = kv_create_rc_qp_inline(test, pd, scq, &init, 64);
 	qb = kv_create_rc_qp(test, pd, rcq, &init);
 	kv_to_init(test, qa);
 	kv_to_init(test, qb);
