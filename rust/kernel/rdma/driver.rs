@@ -153,10 +153,36 @@ pub trait Driver: Sized + 'static {
         build_error!(VTABLE_DEFAULT_ERROR)
     }
 
+    /// Processes the management datagram `in_mad` that arrived at, or is asked of, `port`
+    /// (`process_mad`): the core asks the performance manager's counters this way (the
+    /// port's `counters` in sysfs), and the MAD layer hands every MAD received on QP1 here
+    /// first. Answers in `out_mad` with [`MadResult::Reply`], or lets the MAD layer pass it
+    /// on with [`MadResult::Ignored`].
+    fn process_mad(
+        _dev: &Device<Self>,
+        _port: u32,
+        _in_mad: &[u8; MAD_SIZE],
+        _out_mad: &mut [u8; MAD_SIZE],
+    ) -> MadResult {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
     /// Finishes registration once clients may use the device: reports the port's state.
     fn enable_driver(_dev: &Device<Self>) -> Result {
         build_error!(VTABLE_DEFAULT_ERROR)
     }
+}
+
+/// The size of an InfiniBand management datagram (`struct ib_mad`).
+pub const MAD_SIZE: usize = core::mem::size_of::<bindings::ib_mad>();
+
+/// What [`Driver::process_mad`] did with a management datagram.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MadResult {
+    /// Not for the driver: the MAD layer handles it (`IB_MAD_RESULT_SUCCESS`).
+    Ignored,
+    /// The answer is in the output datagram (`IB_MAD_RESULT_SUCCESS | IB_MAD_RESULT_REPLY`).
+    Reply,
 }
 
 /// The C ops table of driver `T`.
@@ -323,6 +349,11 @@ impl<T: Driver> OpsTable<T> {
             sysfs::PARENT_GROUP.as_ptr()
         } else {
             core::ptr::null()
+        },
+        process_mad: if T::HAS_PROCESS_MAD {
+            Some(process_mad::<T>)
+        } else {
+            None
         },
         modify_port: if T::HAS_MODIFY_PORT {
             Some(modify_port::<T>)
@@ -573,6 +604,51 @@ pub(crate) unsafe extern "C" fn get_hw_stats<T: Driver>(
     match T::get_hw_stats(unsafe { dev::<T>(ibdev) }, port, values) {
         Ok(()) => n as c_int,
         Err(e) => e.to_errno(),
+    }
+}
+
+/// The `process_mad` op.
+///
+/// # Safety
+///
+/// `ibdev` is a registered device of driver `T`; `in_mad` is valid for reads and `out_mad`
+/// for writes of `*out_mad_size` bytes, which is at least the size of `struct ib_mad` (the
+/// core and the MAD layer pass `struct ib_mad` buffers to a device of InfiniBand MADs), for
+/// the call.
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe extern "C" fn process_mad<T: Driver>(
+    ibdev: *mut bindings::ib_device,
+    _flags: c_int,
+    port: u32,
+    _in_wc: *const bindings::ib_wc,
+    _in_grh: *const bindings::ib_grh,
+    in_mad: *const bindings::ib_mad,
+    out_mad: *mut bindings::ib_mad,
+    out_mad_size: *mut usize,
+    _out_mad_pkey_index: *mut u16,
+) -> c_int {
+    let ignored = bindings::ib_mad_result_IB_MAD_RESULT_SUCCESS as c_int;
+    // SAFETY: The caller passes a valid size.
+    if in_mad.is_null() || out_mad.is_null() || unsafe { *out_mad_size } < MAD_SIZE {
+        return ignored;
+    }
+    // SAFETY: Both buffers hold a `struct ib_mad` (`MAD_SIZE` bytes of plain data) for the
+    // call, the input read-only; they are distinct.
+    let (dev, input, output) = unsafe {
+        (
+            dev::<T>(ibdev),
+            &*in_mad.cast::<[u8; MAD_SIZE]>(),
+            &mut *out_mad.cast::<[u8; MAD_SIZE]>(),
+        )
+    };
+    match T::process_mad(dev, port, input, output) {
+        MadResult::Ignored => ignored,
+        MadResult::Reply => {
+            // SAFETY: As above; the answer is one `struct ib_mad`.
+            unsafe { *out_mad_size = MAD_SIZE };
+            (bindings::ib_mad_result_IB_MAD_RESULT_SUCCESS
+                | bindings::ib_mad_result_IB_MAD_RESULT_REPLY) as c_int
+        }
     }
 }
 

@@ -38,6 +38,7 @@ mod mw;
 mod net;
 mod param;
 mod pd;
+mod pma;
 mod qp;
 mod queue;
 mod srq;

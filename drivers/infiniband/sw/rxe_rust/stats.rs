@@ -80,6 +80,11 @@ impl Counters {
         self.0[c as usize].fetch_add(n, Relaxed);
     }
 
+    /// Returns the value of `c`.
+    pub(crate) fn get(&self, c: Counter) -> u64 {
+        self.0[c as usize].load(Relaxed)
+    }
+
     /// Copies the values into `out`, in [`Counter`] order.
     pub(crate) fn read(&self, out: &mut [u64]) {
         for (o, v) in out.iter_mut().zip(self.0.iter()) {

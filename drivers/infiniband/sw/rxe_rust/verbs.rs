@@ -10,6 +10,7 @@ use crate::{
     mw::RxeMw,
     param,
     pd::RxePd,
+    pma,
     qp::RxeQp,
     roce::mtu::{
         ib_mtu_for_netdev_mtu,
@@ -42,7 +43,11 @@ use kernel::{
             MGMT_MAD_SIZE, //
         },
         device::Device,
-        driver::Driver,
+        driver::{
+            Driver,
+            MadResult,
+            MAD_SIZE, //
+        },
         stats::StatDesc,
         ucontext::UContextOps,
         udata::UData, //
@@ -215,6 +220,18 @@ impl Driver for Rxe {
         }
         dev.dispatch_port_state(&ndev);
         Ok(())
+    }
+
+    fn process_mad(
+        dev: &Device<Self>,
+        port: u32,
+        input: &[u8; MAD_SIZE],
+        out: &mut [u8; MAD_SIZE],
+    ) -> MadResult {
+        if check_port(port).is_err() {
+            return MadResult::Ignored;
+        }
+        pma::process_mad(&dev.counters, input, out)
     }
 
     fn get_hw_stats(dev: &Device<Self>, port: u32, values: &mut [u64]) -> Result {

@@ -63,7 +63,7 @@ PERF_ITERS=200
 MAX_TIMEOUTS=2
 BAD_LOG='WARNING:|BUG:|Oops|general protection|refcount_t:|list_(add|del) corruption|UBSAN|KASAN|INFO: task .* blocked'
 # Checks per driver (the plan is fixed: every check prints its line).
-CHECKS=30
+CHECKS=31
 
 DRIVERS=("$@")
 [ ${#DRIVERS[@]} -eq 0 ] && DRIVERS=($RXE_C $RXE_RUST)
@@ -398,6 +398,31 @@ counters_grew() {
 # Succeeds if, since the snapshot named $1 (variables $1_<dev>_<counter>),
 # each device's completer_retry_err grew by at most 5 and its
 # duplicate_request by at most 1% of its rcvd_pkts.
+# The PMA's port counters of device $1 (sysfs ports/1/counters, answered by
+# process_mad) against its hw_counters: each PMA value lies between the
+# hw_counters read just before and just after it (the CM may still send a
+# MAD meanwhile), packets as they are, data in 4-byte words; both
+# directions moved.
+pma_matches() {
+	local c=/sys/class/infiniband/$1/ports/1/counters x pma hw
+	for x in port_xmit_data port_rcv_data port_xmit_packets port_rcv_packets; do
+		[ -r "$c/$x" ] || { echo "no $c/$x"; return 1; }
+	done
+	local b=() a=() p=() i
+	for x in sent_pkts rcvd_pkts sent_bytes rcvd_bytes; do b+=("$(counter $1 $x)"); done
+	for x in port_xmit_packets port_rcv_packets port_xmit_data port_rcv_data; do p+=("$(cat $c/$x)"); done
+	for x in sent_pkts rcvd_pkts sent_bytes rcvd_bytes; do a+=("$(counter $1 $x)"); done
+	echo "PMA xmit ${p[0]} packets, ${p[2]} words; rcv ${p[1]} packets, ${p[3]} words"
+	echo "hw_counters sent ${a[0]} packets, ${a[2]} bytes; rcvd ${a[1]} packets, ${a[3]} bytes"
+	[ "${p[0]}" -gt 0 ] && [ "${p[1]}" -gt 0 ] || return 1
+	for i in 0 1 2 3; do
+		if [ $i -ge 2 ]; then
+			b[$i]=$((b[i] / 4)) a[$i]=$((a[i] / 4))
+		fi
+		[ "${b[$i]}" -le "${p[$i]}" ] && [ "${p[$i]}" -le "${a[$i]}" ] || return 1
+	done
+}
+
 few_retries() {
 	local dev before now grew rcvd ok=0
 	for dev in $DEV_A $DEV_B; do
@@ -518,6 +543,11 @@ run_driver() {
 	run_check "$DEV_B sent_pkts and rcvd_pkts grew" counters_grew $DEV_B "$sb" "$rb"
 	run_check "no bulk retransmission on the lossless wire (duplicate_request, completer_retry_err)" \
 		few_retries base
+	if [ "$DRV" = "$RXE_C" ]; then
+		ktap_test_skip "$DRV: PMA port counters match hw_counters (rdma_rxe has no process_mad)"
+	else
+		run_check "PMA port counters of $DEV_A match its hw_counters" pma_matches $DEV_A
+	fi
 
 	local lost=
 	NOT_RUN=$setup_failed
