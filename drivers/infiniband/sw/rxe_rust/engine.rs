@@ -153,9 +153,22 @@ impl Engine {
     /// Fails with `ENOENT` if there is no such queue pair, or as [`QpShared::deliver`], and
     /// hands the packet back.
     pub(crate) fn deliver(&self, qpn: u32, packet: Packet) -> Result<(), (Error, Packet)> {
+        self.to_qp(qpn, packet, QpShared::deliver)
+    }
+
+    /// Hands `packet` to `f` with the queue pair `qpn`, borrowed under the RCU read lock, or
+    /// fails with `ENOENT` if there is none.
+    fn to_qp(
+        &self,
+        qpn: u32,
+        packet: Packet,
+        f: impl FnOnce(ArcBorrow<'_, QpShared>, Packet) -> Result<(), (Error, Packet)>,
+    ) -> Result<(), (Error, Packet)> {
+        // Held over `f`: the table's reference, dropped only after a grace period once the
+        // queue pair is destroyed, outlives the one borrowed here.
         let rcu = rcu::read_lock();
         match self.qps.load(qpn, &rcu) {
-            Some(qp) => QpShared::deliver(qp, packet),
+            Some(qp) => f(qp, packet),
             None => Err((ENOENT, packet)),
         }
     }
@@ -166,13 +179,7 @@ impl Engine {
     ///
     /// Fails as [`Engine::deliver`], and hands the packet back.
     pub(crate) fn receive_wire(&self, qpn: u32, packet: Packet) -> Result<(), (Error, Packet)> {
-        // Held over the run: the table's reference, dropped only after a grace period once
-        // the queue pair is destroyed, outlives the one taken here.
-        let rcu = rcu::read_lock();
-        match self.qps.load(qpn, &rcu) {
-            Some(qp) => QpShared::deliver_and_run(qp, packet),
-            None => Err((ENOENT, packet)),
-        }
+        self.to_qp(qpn, packet, QpShared::deliver_and_run)
     }
 
     /// Hands the packets a run emitted for this device to their queue pairs.
@@ -434,17 +441,25 @@ impl QpShared {
     ) -> Result<(), (Error, Packet)> {
         Self::enqueue(this, packet)?;
         if matches!(this.qp_type, IbQpType::Rc | IbQpType::Uc) {
-            if let Some(mut guard) = this.transport.try_lock() {
-                let this: Arc<Self> = this.into();
-                let end = this.run_once(&mut guard);
-                drop(guard);
-                this.finish_run(end);
-                return Ok(());
-            }
+            let this: Arc<Self> = this.into();
+            this.run_here_or_schedule();
+        } else {
+            Self::schedule(this);
         }
-        // The context that runs it may have looked at the inbox already.
-        Self::schedule(this);
         Ok(())
+    }
+
+    /// Does one run of the queue pair in the caller's context unless another context runs
+    /// it; then schedules it instead (that run may have looked at the inbox already).
+    fn run_here_or_schedule(self: &Arc<Self>) {
+        match self.transport.try_lock() {
+            Some(mut guard) => {
+                let end = self.run_once(&mut guard);
+                drop(guard);
+                self.finish_run(end);
+            }
+            None => Self::schedule(self.as_arc_borrow()),
+        }
     }
 
     /// Queues a packet for this queue pair, without scheduling it.
@@ -490,15 +505,7 @@ impl QpShared {
     /// one bounded run of its own queue pair, and never another queue pair's work.
     pub(crate) fn kick(self: &Arc<Self>) {
         self.inbox.lock().kicked = true;
-        match self.transport.try_lock() {
-            Some(mut guard) => {
-                let end = self.run_once(&mut guard);
-                drop(guard);
-                self.finish_run(end);
-            }
-            // The running one may have looked at the inbox already: queue the work item.
-            None => Self::schedule(self.as_arc_borrow()),
-        }
+        self.run_here_or_schedule();
     }
 
     /// One run: received packets, expired timers, then the send queue.
