@@ -192,7 +192,10 @@ fn opcodes_and_qp_types() {
         if op == WrOpcode::RegMr {
             // Only a kernel consumer's ring may hold a registration request.
             let s = Slot::send(op as u32, 1);
-            assert_eq!(decode_send_wqe(&s.0, &RC), Err(WqeError::UnknownOpcode(0x20)));
+            assert_eq!(
+                decode_send_wqe(&s.0, &RC),
+                Err(WqeError::UnknownOpcode(0x20))
+            );
             assert!(decode_send_wqe(&s.0, &kernel).is_ok());
             continue;
         }
