@@ -395,9 +395,6 @@ counters_grew() {
 	return $ok
 }
 
-# Succeeds if, since the snapshot named $1 (variables $1_<dev>_<counter>),
-# each device's completer_retry_err grew by at most 5 and its
-# duplicate_request by at most 1% of its rcvd_pkts.
 # The PMA's port counters of device $1 (sysfs ports/1/counters, answered by
 # process_mad) against its hw_counters: each PMA value lies between the
 # hw_counters read just before and just after it (the CM may still send a
@@ -423,6 +420,11 @@ pma_matches() {
 	done
 }
 
+# Succeeds if, since the snapshot named $1 (variables $1_<dev>_<counter>),
+# each device's completer_retry_err grew by at most 5, its
+# duplicate_request by at most 1% of its rcvd_pkts, and its
+# out_of_seq_request not at all: nothing is lost on this wire, so a PSN
+# gap means a QP's packets left out of order.
 few_retries() {
 	local dev before now grew rcvd ok=0
 	for dev in $DEV_A $DEV_B; do
@@ -435,6 +437,10 @@ few_retries() {
 		now=$(counter $dev duplicate_request) || return 1
 		echo "$dev duplicate_request: ${before:-?} -> $now (at most 1% of rcvd_pkts $rcvd)"
 		[ -n "$before" ] && [ $(((now - before) * 100)) -le "$rcvd" ] || ok=1
+		before=$(eval echo "\${$1_${dev}_out_of_seq_request}")
+		now=$(counter $dev out_of_seq_request) || return 1
+		echo "$dev out_of_seq_request: ${before:-?} -> $now (unchanged)"
+		[ -n "$before" ] && [ "$now" -eq "$before" ] || ok=1
 	done
 	return $ok
 }
@@ -495,7 +501,7 @@ run_driver() {
 		sb=$(counter $DEV_B sent_pkts) rb=$(counter $DEV_B rcvd_pkts)
 	fi
 	for d in $DEV_A $DEV_B; do
-		for c in duplicate_request completer_retry_err; do
+		for c in duplicate_request completer_retry_err out_of_seq_request; do
 			eval "base_${d}_${c}="
 			[ -z "$NOT_RUN" ] && eval "base_${d}_${c}=\$(counter $d $c)"
 		done
@@ -541,7 +547,7 @@ run_driver() {
 	NOT_RUN=$setup_failed
 	run_check "$DEV_A sent_pkts and rcvd_pkts grew" counters_grew $DEV_A "$sa" "$ra"
 	run_check "$DEV_B sent_pkts and rcvd_pkts grew" counters_grew $DEV_B "$sb" "$rb"
-	run_check "no bulk retransmission on the lossless wire (duplicate_request, completer_retry_err)" \
+	run_check "no bulk retransmission or reordering on the lossless wire (duplicate_request, completer_retry_err, out_of_seq_request)" \
 		few_retries base
 	if [ "$DRV" = "$RXE_C" ]; then
 		ktap_test_skip "$DRV: PMA port counters match hw_counters (rdma_rxe has no process_mad)"
