@@ -107,6 +107,15 @@ fn opcode_table_matches_the_c_driver() {
         // The C table's RXE_PAYLOAD_MASK.
         let no_payload = matches!(raw, 0x0c | 0x11 | 0x12 | 0x13 | 0x14 | 0x1c);
         assert_eq!(op.has_payload(), !no_payload, "{op:?}");
+        // The opcode's table entry agrees with its operation's definitions.
+        let o = op.operation();
+        assert_eq!(op.class(), o.class(), "{op:?}");
+        assert_eq!(op.position(), o.position(), "{op:?}");
+        assert_eq!(op.is_request(), o.is_request(), "{op:?}");
+        assert_eq!(op.has_payload(), o.has_payload(), "{op:?}");
+        let deth = op.transport() == Transport::Ud;
+        assert_eq!(op.ext_headers().contains(ExtHeaders::DETH), deth, "{op:?}");
+        assert_eq!(op.ext_headers().len(), len - 12, "{op:?}");
     }
     for raw in 0..=255u8 {
         if !C_HEADER_LEN.iter().any(|&(op, _)| op == raw) {

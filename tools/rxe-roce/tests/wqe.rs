@@ -11,6 +11,7 @@ use rxe_roce::roce::wqe::{
     decode_send_wqe,
     encode_recv_wqe,
     encode_send_wqe,
+    send_wqe_len,
     Remote,
     SendFlags,
     SendQueueLimits,
@@ -617,4 +618,63 @@ fn send_wqes_encode_to_what_decodes_back() {
         encode_send_wqe(&mut slot[..SEND_WQE_HEADER_LEN + 8], &base),
         Err(WqeError::Truncated)
     );
+}
+
+/// A reader copies only `send_wqe_len` bytes of a slot: decoding them must give what decoding
+/// the whole slot gives, for any bytes.
+#[test]
+fn the_bytes_send_wqe_len_names_decode_as_the_whole_slot() {
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    let mut next = || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    let limits = [
+        RC,
+        SendQueueLimits {
+            qp_type: QpType::Ud,
+            max_sge: 32,
+            max_inline: 512,
+            kernel: true,
+        },
+    ];
+    let mut slot = vec![0u8; 208 + 512];
+    let mut shorter = 0;
+    for _ in 0..50_000 {
+        for b in slot.iter_mut() {
+            *b = next() as u8;
+        }
+        slot[OPCODE..OPCODE + 4].copy_from_slice(&((next() % 17) as u32).to_ne_bytes());
+        slot[SEND_FLAGS..SEND_FLAGS + 4].copy_from_slice(&((next() % 32) as u32).to_ne_bytes());
+        slot[DMA_NUM_SGE..DMA_NUM_SGE + 4].copy_from_slice(&((next() % 40) as u32).to_ne_bytes());
+        slot[DMA_LENGTH..DMA_LENGTH + 4].copy_from_slice(&((next() % 600) as u32).to_ne_bytes());
+        let whole = &slot[..(next() as usize) % slot.len()];
+        let n = send_wqe_len(whole, whole.len());
+        assert!(n <= whole.len());
+        shorter += usize::from(n < whole.len());
+        let l = &limits[(next() % 2) as usize];
+        assert_eq!(decode_send_wqe(&whole[..n], l), decode_send_wqe(whole, l));
+    }
+    // Many slots are longer than their WQE: the property is not tested on whole slots only.
+    assert!(shorter > 10_000, "{shorter}");
+}
+
+#[test]
+fn send_wqe_len_counts_inline_data_or_sges() {
+    let mut s = Slot::send(0, 4);
+    s.u32(SEND_FLAGS, SendFlags::INLINE).u32(DMA_LENGTH, 10);
+    assert_eq!(send_wqe_len(&s.0, s.0.len()), SEND_WQE_HEADER_LEN + 10);
+    let mut s = Slot::send(0, 4);
+    s.sges(SEND_WQE_HEADER_LEN, DMA_NUM_SGE, &[(1, 2, 3), (4, 5, 6)]);
+    assert_eq!(send_wqe_len(&s.0, s.0.len()), SEND_WQE_HEADER_LEN + 32);
+    // An ATOMIC WRITE's 8 bytes, whatever the length says.
+    let s = Slot::send(15, 4);
+    assert_eq!(send_wqe_len(&s.0, s.0.len()), SEND_WQE_HEADER_LEN + 8);
+    // Counts beyond the slot, or no whole header: the slot.
+    let mut s = Slot::send(0, 1);
+    s.u32(DMA_NUM_SGE, 1000);
+    assert_eq!(send_wqe_len(&s.0, s.0.len()), s.0.len());
+    assert_eq!(send_wqe_len(&s.0[..100], 100), 100);
 }

@@ -43,13 +43,15 @@ use crate::{
             encode_send_wqe,
             recv_wqe_id,
             send_wqe_id,
+            send_wqe_len,
             Remote,
             SendFlags as RoceSendFlags,
             SendQueueLimits,
             SendWqe,
             Sge,
             WqeData,
-            WrOpcode, //
+            WrOpcode,
+            SEND_WQE_HEADER_LEN, //
         },
     },
     srq::SrqCore,
@@ -397,9 +399,35 @@ impl QpShared {
         self.sq_geometry.slot_size()
     }
 
-    /// Copies send queue slot `slot` into `dst`.
+    /// Copies the start of send queue slot `slot` into `dst`.
     pub(crate) fn read_sq(&self, slot: u32, dst: &mut [u8]) -> Result {
         self.sq.lock().consumer.read_slot(slot, dst)
+    }
+
+    /// Copies the send WQE in slot `slot` into `buf`, as many bytes as its header says it
+    /// occupies ([`send_wqe_len`]); returns their number.
+    ///
+    /// Copying the ring is per byte (user space may write it meanwhile): the rest of a slot
+    /// is left alone.
+    pub(crate) fn read_send_wqe(&self, slot: u32, buf: &mut [u8; MAX_SEND_WQE]) -> Result<usize> {
+        let sq = self.sq.lock();
+        Self::read_send_wqe_locked(&sq.consumer, slot, buf)
+    }
+
+    /// [`QpShared::read_send_wqe`] with the send queue locked.
+    fn read_send_wqe_locked(
+        consumer: &Consumer,
+        slot: u32,
+        buf: &mut [u8; MAX_SEND_WQE],
+    ) -> Result<usize> {
+        let n = consumer.geometry().slot_size().min(MAX_SEND_WQE);
+        let head_len = SEND_WQE_HEADER_LEN.min(n);
+        let (head, rest) = buf.split_at_mut(head_len);
+        consumer.read_slot_at(slot, 0, head)?;
+        let len = send_wqe_len(head, n);
+        let rest = rest.get_mut(..len.saturating_sub(head_len)).ok_or(EINVAL)?;
+        consumer.read_slot_at(slot, head_len, rest)?;
+        Ok(len)
     }
 
     /// Returns the send queue slot after `index`.
@@ -412,27 +440,27 @@ impl QpShared {
         let _ = self.sq.lock().consumer.release_to(index);
     }
 
-    /// Reads and checks the send WQE at `index`, if user space produced one there; `buf` is
-    /// scratch space, whatever it holds.
+    /// Reads and checks the send WQE at `index`, if user space produced one there; returns
+    /// how many bytes of `buf` (scratch space, whatever it holds) the copy takes, and the
+    /// request.
     pub(crate) fn next_send_wr(
         &self,
         index: u32,
         buf: &mut [u8; MAX_SEND_WQE],
-    ) -> Option<core::result::Result<RoceSendWr, ()>> {
+    ) -> Option<(usize, core::result::Result<RoceSendWr, ()>)> {
         let limits = self.sq_limits;
         let sq = self.sq.lock();
         if sq.consumer.producer().ok()? == index & sq.consumer.geometry().mask {
             return None;
         }
-        let n = sq.consumer.geometry().slot_size().min(MAX_SEND_WQE);
-        let buf = buf.get_mut(..n)?;
-        sq.consumer.read_slot(index, buf).ok()?;
+        let n = Self::read_send_wqe_locked(&sq.consumer, index, buf).ok()?;
         drop(sq);
-        Some(
-            decode_send_wqe(buf, &limits)
+        Some((
+            n,
+            decode_send_wqe(buf.get(..n)?, &limits)
                 .map(|w| RoceSendWr::from_wqe(&w, index))
                 .map_err(|_| ()),
-        )
+        ))
     }
 
     /// Returns the size of a receive queue slot (its own queue's or its SRQ's).

@@ -325,6 +325,16 @@ impl Consumer {
             .read(self.geo.slot_offset(index & self.geo.mask), dst)
     }
 
+    /// Copies the bytes of slot `index` (masked) from `offset` on into `dst`, without
+    /// consuming it: a snapshot, to be validated before use.
+    pub(crate) fn read_slot_at(&self, index: u32, offset: usize, dst: &mut [u8]) -> Result {
+        if offset.checked_add(dst.len()).ok_or(EINVAL)? > self.geo.slot_size() {
+            return Err(EINVAL);
+        }
+        self.buf
+            .read(self.geo.slot_offset(index & self.geo.mask) + offset, dst)
+    }
+
     /// Publishes `index` (masked) as the consumer index: the slots before it are free.
     pub(crate) fn release_to(&mut self, index: u32) -> Result {
         self.index = index & self.geo.mask;

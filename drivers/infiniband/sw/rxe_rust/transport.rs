@@ -124,7 +124,16 @@ const _: () = assert!(MAX_RECV_WQE <= MAX_SEND_WQE);
 
 /// Space a run copies work queue entries into to decode them: reused, never zero-filled (a
 /// decoder reads only the bytes just copied in).
-type Scratch = RefCell<[u8; MAX_SEND_WQE]>;
+pub(crate) struct ScratchBuf {
+    bytes: [u8; MAX_SEND_WQE],
+    /// The send queue slot whose WQE `bytes` holds, and the WQE's length: the requester
+    /// gathers the payload of the WQE it just took without copying it out of the ring again.
+    /// A slot is written again only after its WQE retired, and a new WQE there is taken
+    /// (and copied here) before its payload is gathered.
+    send: Option<(u32, usize)>,
+}
+
+type Scratch = RefCell<ScratchBuf>;
 
 /// A receive WQE the responder took out of the ring, copied (user space may reuse the slot).
 struct TakenRecv {
@@ -243,7 +252,10 @@ impl Transport {
                 armed: None,
                 backlog: KVec::new(),
                 tx: KVec::new(),
-                scratch: RefCell::new([0; MAX_SEND_WQE]),
+                scratch: RefCell::new(ScratchBuf {
+                    bytes: [0; MAX_SEND_WQE],
+                    send: None,
+                }),
             },
             GFP_KERNEL,
         )?)
@@ -277,6 +289,8 @@ impl Transport {
             attr,
             port_mtu,
         );
+        // The ring starts anew: no slot's copy holds.
+        self.scratch.get_mut().send = None;
         self.qp.restart_requester(&cfg).map_err(|_| EINVAL)
     }
 }
@@ -454,29 +468,43 @@ impl Mem<'_> {
 }
 
 impl Mem<'_> {
-    /// Reads and decodes the send WQE in `slot` into `buf`.
+    /// Decodes the send WQE in `slot`, copied into `scratch` unless it holds it already.
     ///
-    /// User space may have rewritten it since it was posted: it is checked again.
+    /// User space may rewrite a slot at any time: what is decoded is the copy, checked again.
     fn send_wqe<'b>(
         &self,
         slot: u32,
-        buf: &'b mut [u8; MAX_SEND_WQE],
+        scratch: &'b mut ScratchBuf,
     ) -> Result<SendWqe<'b>, AccessError> {
-        let n = self.env.shared.sq_slot_size().min(MAX_SEND_WQE);
-        let buf = buf.get_mut(..n).ok_or(AccessError::TooShort)?;
-        self.env
-            .shared
-            .read_sq(slot, buf)
-            .map_err(|_| AccessError::TooShort)?;
-        decode_send_wqe(buf, &self.limits).map_err(|_| AccessError::TooShort)
+        let n = match scratch.send {
+            Some((held, n)) if held == slot => n,
+            _ => {
+                scratch.send = None;
+                let n = self
+                    .env
+                    .shared
+                    .read_send_wqe(slot, &mut scratch.bytes)
+                    .map_err(|_| AccessError::TooShort)?;
+                scratch.send = Some((slot, n));
+                n
+            }
+        };
+        let bytes = scratch.bytes.get(..n).ok_or(AccessError::TooShort)?;
+        decode_send_wqe(bytes, &self.limits).map_err(|_| AccessError::TooShort)
     }
 
     /// Reads and checks the send WQE at `index` of the queue pair, if one was posted there.
     pub(crate) fn next_send_wr(&self, index: u32) -> Option<core::result::Result<SendWr, ()>> {
         // Not borrowed elsewhere while the requester takes WQEs: `None` (try again at the
         // next run) if it were.
-        let mut buf = self.scratch.try_borrow_mut().ok()?;
-        self.env.shared.next_send_wr(index, &mut buf)
+        let mut scratch = self.scratch.try_borrow_mut().ok()?;
+        let scratch = &mut *scratch;
+        scratch.send = None;
+        let (n, wr) = self.env.shared.next_send_wr(index, &mut scratch.bytes)?;
+        if wr.is_ok() {
+            scratch.send = Some((index, n));
+        }
+        Some(wr)
     }
 }
 
@@ -783,7 +811,10 @@ impl Output for Io<'_> {
         // Neither is borrowed elsewhere while a receive WQE is taken; if one were, the WQE stays
         // in the ring.
         let mut taken = self.taken.try_borrow_mut().ok()?;
-        let mut buf = self.scratch.try_borrow_mut().ok()?;
+        let mut scratch = self.scratch.try_borrow_mut().ok()?;
+        // A receive WQE takes the place of the send WQE it held.
+        scratch.send = None;
+        let buf = &mut scratch.bytes;
         // Memory first: a WQE out of the ring must not be lost to a failed allocation.
         let max_sge = self.env.shared.rq_max_sge();
         let mut sges = taken.spare.pop().unwrap_or_else(KVec::new);

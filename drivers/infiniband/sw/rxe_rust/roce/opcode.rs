@@ -535,12 +535,12 @@ impl Opcode {
 
     /// Decodes an opcode byte, or returns `None` if it is not supported.
     pub const fn from_u8(raw: u8) -> Option<Self> {
-        match (
-            Transport::of_opcode_byte(raw),
-            Operation::of_opcode_byte(raw),
-        ) {
-            (Some(transport), Some(operation)) => Self::new(transport, operation),
-            _ => None,
+        if OpcodeInfo::of(raw).supported {
+            // INVARIANT: the table marks exactly the bytes `OpcodeInfo::new` accepts, whose
+            // transport and operation are valid and allowed together.
+            Some(Self(raw))
+        } else {
+            None
         }
     }
 
@@ -561,54 +561,42 @@ impl Opcode {
 
     /// Returns the transport.
     pub const fn transport(self) -> Transport {
-        match Transport::of_opcode_byte(self.0) {
-            Some(t) => t,
-            // Unreachable by the type invariant.
-            None => Transport::Rc,
-        }
+        OpcodeInfo::of(self.0).transport
     }
 
     /// Returns the operation.
     pub const fn operation(self) -> Operation {
-        match Operation::of_opcode_byte(self.0) {
-            Some(op) => op,
-            // Unreachable by the type invariant.
-            None => Operation::Acknowledge,
-        }
+        OpcodeInfo::of(self.0).operation
     }
 
     /// Returns the extended headers that follow the BTH, DETH first on UD.
     pub const fn ext_headers(self) -> ExtHeaders {
-        let hdrs = self.operation().ext_headers();
-        match self.transport() {
-            Transport::Ud => hdrs.with(ExtHeaders::DETH),
-            Transport::Rc | Transport::Uc => hdrs,
-        }
+        OpcodeInfo::of(self.0).ext_headers
     }
 
     /// Returns the length of BTH and extended headers: the payload offset.
     pub const fn header_len(self) -> usize {
-        BTH_LEN.wrapping_add(self.ext_headers().len())
+        OpcodeInfo::of(self.0).header_len as usize
     }
 
     /// Returns true if a payload may follow the headers.
     pub const fn has_payload(self) -> bool {
-        self.operation().has_payload()
+        OpcodeInfo::of(self.0).has_payload
     }
 
     /// Returns where a packet with this opcode sits in its message.
     pub const fn position(self) -> Position {
-        self.operation().position()
+        OpcodeInfo::of(self.0).position
     }
 
     /// Returns the class of message.
     pub const fn class(self) -> OpClass {
-        self.operation().class()
+        OpcodeInfo::of(self.0).class
     }
 
     /// Returns true for requests, false for responses.
     pub const fn is_request(self) -> bool {
-        self.operation().is_request()
+        OpcodeInfo::of(self.0).is_request
     }
 
     /// Returns true if a QP of type `qp_type` may receive or send this opcode.
@@ -621,6 +609,93 @@ impl Opcode {
         (0u8..=255).filter_map(Self::from_u8)
     }
 }
+
+/// What an opcode byte implies, worked out at compile time from the definitions above.
+///
+/// The packet path asks an opcode for its headers, class and position several times per
+/// packet; a table entry (as the C driver's `rxe_opcode[]`) answers each with one load
+/// instead of a chain of matches.
+#[derive(Clone, Copy)]
+struct OpcodeInfo {
+    /// The byte is a supported opcode; the other fields are meaningful only then.
+    supported: bool,
+    transport: Transport,
+    operation: Operation,
+    ext_headers: ExtHeaders,
+    /// BTH and extended headers, at most 12 + 76 bytes.
+    header_len: u8,
+    has_payload: bool,
+    position: Position,
+    class: OpClass,
+    is_request: bool,
+}
+
+impl OpcodeInfo {
+    /// The entry of a byte that is not a supported opcode.
+    const UNSUPPORTED: Self = Self {
+        supported: false,
+        transport: Transport::Rc,
+        operation: Operation::Acknowledge,
+        ext_headers: ExtHeaders::NONE,
+        header_len: BTH_LEN as u8,
+        has_payload: false,
+        position: Position::Only,
+        class: OpClass::Acknowledge,
+        is_request: false,
+    };
+
+    /// Works out the entry of the opcode byte `raw`.
+    const fn new(raw: u8) -> Self {
+        let (transport, operation) = match (
+            Transport::of_opcode_byte(raw),
+            Operation::of_opcode_byte(raw),
+        ) {
+            (Some(t), Some(op)) if op.allowed_on(t) => (t, op),
+            _ => return Self::UNSUPPORTED,
+        };
+        let ext_headers = match transport {
+            Transport::Ud => operation.ext_headers().with(ExtHeaders::DETH),
+            Transport::Rc | Transport::Uc => operation.ext_headers(),
+        };
+        Self {
+            supported: true,
+            transport,
+            operation,
+            ext_headers,
+            // At most 12 + 76: fits.
+            header_len: BTH_LEN.wrapping_add(ext_headers.len()) as u8,
+            has_payload: operation.has_payload(),
+            position: operation.position(),
+            class: operation.class(),
+            is_request: operation.is_request(),
+        }
+    }
+
+    /// Returns the entry of the opcode byte `raw`.
+    #[allow(
+        clippy::indexing_slicing,
+        reason = "a byte indexes a table of 256 entries"
+    )]
+    const fn of(raw: u8) -> &'static Self {
+        &OPCODE_INFO[raw as usize]
+    }
+}
+
+/// [`OpcodeInfo`] of every byte.
+#[allow(
+    clippy::indexing_slicing,
+    clippy::arithmetic_side_effects,
+    reason = "a compile-time loop over the 256 entries"
+)]
+static OPCODE_INFO: [OpcodeInfo; 256] = {
+    let mut table = [OpcodeInfo::UNSUPPORTED; 256];
+    let mut raw = 0;
+    while raw < table.len() {
+        table[raw] = OpcodeInfo::new(raw as u8);
+        raw += 1;
+    }
+    table
+};
 
 impl fmt::Debug for Opcode {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

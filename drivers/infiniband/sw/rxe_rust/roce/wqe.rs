@@ -514,6 +514,30 @@ fn wr_view<T: FromBytes + zerocopy::KnownLayout + zerocopy::Immutable>(
         .map_err(|_| WqeError::Truncated)
 }
 
+/// Returns how many bytes of a send queue slot of `slot_len` bytes the WQE that starts with
+/// `header` occupies: the fixed part, then its inline data or its SGEs.
+///
+/// A reader copies only these bytes out of the ring. What it returns is not checked here:
+/// [`decode_send_wqe`] checks the copy (and fails on one that is too short). With less than
+/// a fixed part, or with counts beyond the slot, the whole slot is used.
+pub fn send_wqe_len(header: &[u8], slot_len: usize) -> usize {
+    let Ok((raw, _)) = RawSendWqe::ref_from_prefix(header) else {
+        return slot_len;
+    };
+    let inline = raw.opcode.get() == WrOpcode::AtomicWrite as u32
+        || SendFlags(raw.send_flags.get()).contains(SendFlags::INLINE);
+    let data = if inline {
+        usize::try_from(raw.dma.length.get()).unwrap_or(usize::MAX)
+    } else {
+        usize::try_from(raw.dma.num_sge.get())
+            .unwrap_or(usize::MAX)
+            .saturating_mul(core::mem::size_of::<Sge>())
+    };
+    // An ATOMIC WRITE carries 8 bytes whatever its length says.
+    let data = data.max(8);
+    SEND_WQE_HEADER_LEN.saturating_add(data).min(slot_len)
+}
+
 /// Decodes the send WQE in `slot`, a private copy of one send queue element.
 pub fn decode_send_wqe<'a>(
     slot: &'a [u8],
