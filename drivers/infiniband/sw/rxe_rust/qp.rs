@@ -394,10 +394,6 @@ impl QpShared {
         self.sq_limits
     }
 
-    /// Returns the size of a send queue slot.
-    pub(crate) fn sq_slot_size(&self) -> usize {
-        self.sq_geometry.slot_size()
-    }
 
     /// Copies the start of send queue slot `slot` into `dst`.
     pub(crate) fn read_sq(&self, slot: u32, dst: &mut [u8]) -> Result {
