@@ -452,13 +452,19 @@ impl QpShared {
     /// Does one run of the queue pair in the caller's context unless another context runs
     /// it; then schedules it instead (that run may have looked at the inbox already).
     fn run_here_or_schedule(self: &Arc<Self>) {
+        self.run_here_if(|_| true);
+    }
+
+    /// Does one run of the queue pair in the caller's context if no other context runs it and
+    /// `here` agrees, given the transport; otherwise schedules it.
+    fn run_here_if(self: &Arc<Self>, here: impl FnOnce(&Transport) -> bool) {
         match self.transport.try_lock() {
-            Some(mut guard) => {
+            Some(mut guard) if guard.as_deref().is_none_or(here) => {
                 let end = self.run_once(&mut guard);
                 drop(guard);
                 self.finish_run(end);
             }
-            None => Self::schedule(self.as_arc_borrow()),
+            _ => Self::schedule(self.as_arc_borrow()),
         }
     }
 
@@ -505,7 +511,7 @@ impl QpShared {
     /// one bounded run of its own queue pair, and never another queue pair's work.
     pub(crate) fn kick(self: &Arc<Self>) {
         self.inbox.lock().kicked = true;
-        self.run_here_or_schedule();
+        self.run_here_if(Transport::requester_idle);
     }
 
     /// One run: received packets, expired timers, then the send queue.

@@ -261,6 +261,12 @@ impl Transport {
         )?)
     }
 
+    /// Returns whether the requester has no send WQE outstanding: a doorbell then runs the
+    /// queue pair itself ([`QpShared::kick`]).
+    pub(crate) fn requester_idle(&self) -> bool {
+        self.qp.requester.outstanding() == 0
+    }
+
     /// Returns whether a READ response waits for transmit buffers: received packets wait
     /// in [`Transport::backlog`] until it is sent.
     pub(crate) fn is_sending_response(&self) -> bool {
