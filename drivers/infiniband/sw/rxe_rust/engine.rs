@@ -73,6 +73,10 @@ pub(crate) const MAX_INBOX_PACKETS: usize = 1024;
 /// The work item of a queue pair's run (the timer is the other, [`QpShared`]'s default).
 pub(crate) const RUN: u64 = 1;
 
+/// Runs a doorbell or a received packet may do in the caller's context, one after the other
+/// while something waits; then the work item takes over.
+const INLINE_RUNS: usize = 2;
+
 /// What waits for a queue pair's run.
 #[derive(Default)]
 pub(crate) struct Inbox {
@@ -87,6 +91,10 @@ pub(crate) struct Inbox {
     due: bool,
     /// The queue pair is being destroyed: nothing is queued or scheduled any more.
     dying: bool,
+    /// A run is in progress: it looks at the inbox again before it ends, so what is queued
+    /// meanwhile needs no work item (in softirq, a packet for the queue pair whose doorbell
+    /// the interrupted system call runs: the acknowledgement of what it just sent).
+    running: bool,
 }
 
 /// What a queue pair's runs share with the rest of the device.
@@ -385,9 +393,11 @@ impl WorkItem<RUN> for QpShared {
 
     fn run(this: Arc<QpShared>) {
         let mut guard = this.transport.lock();
-        let more = this.run_once(&mut guard);
+        let end = this.run_once(&mut guard);
         drop(guard);
-        this.finish_run(more);
+        if this.finish_run(end) {
+            Self::schedule(this.as_arc_borrow());
+        }
     }
 }
 
@@ -449,22 +459,45 @@ impl QpShared {
         Ok(())
     }
 
-    /// Does one run of the queue pair in the caller's context unless another context runs
-    /// it; then schedules it instead (that run may have looked at the inbox already).
+    /// Runs the queue pair in the caller's context unless another context runs it (see
+    /// [`QpShared::run_here_if`]).
     fn run_here_or_schedule(self: &Arc<Self>) {
         self.run_here_if(|_| true);
     }
 
-    /// Does one run of the queue pair in the caller's context if no other context runs it and
-    /// `here` agrees, given the transport; otherwise schedules it.
+    /// Runs the queue pair in the caller's context, up to [`INLINE_RUNS`] times while something
+    /// waits, if no other context runs it and `here` agrees (asked before the first run, given
+    /// the transport); otherwise leaves it to the run in progress or schedules it.
     fn run_here_if(self: &Arc<Self>, here: impl FnOnce(&Transport) -> bool) {
-        match self.transport.try_lock() {
-            Some(mut guard) if guard.as_deref().is_none_or(here) => {
-                let end = self.run_once(&mut guard);
-                drop(guard);
-                self.finish_run(end);
+        let mut here = Some(here);
+        for _ in 0..INLINE_RUNS {
+            let Some(mut guard) = self.transport.try_lock() else {
+                Self::schedule_unless_running(self.as_arc_borrow());
+                return;
+            };
+            if let (Some(t), Some(here)) = (guard.as_deref(), here.take()) {
+                if !here(t) {
+                    drop(guard);
+                    Self::schedule(self.as_arc_borrow());
+                    return;
+                }
             }
-            _ => Self::schedule(self.as_arc_borrow()),
+            let end = self.run_once(&mut guard);
+            drop(guard);
+            if !self.finish_run(end) {
+                return;
+            }
+        }
+        Self::schedule(self.as_arc_borrow());
+    }
+
+    /// Schedules a run of `this` unless a run is in progress, which looks at the inbox again
+    /// before it ends ([`QpShared::finish_run`]).
+    fn schedule_unless_running(this: ArcBorrow<'_, Self>) {
+        let inbox = this.inbox.lock();
+        if !inbox.dying && !inbox.running {
+            // As in `schedule`.
+            let _ = workqueue::system_dfl().enqueue::<Arc<Self>, RUN>(Arc::from(this));
         }
     }
 
@@ -504,11 +537,14 @@ impl QpShared {
         Self::schedule(self.as_arc_borrow());
     }
 
-    /// Processes the send queue now, in the caller's (process) context, for one run, unless
-    /// a run is in progress elsewhere: then the work item does it.
+    /// Processes the send queue now, in the caller's (process) context, if the requester has
+    /// nothing outstanding and no run is in progress elsewhere; otherwise the run in progress
+    /// or the work item does it.
     ///
-    /// Running in the doorbell's context saves a context switch: the caller's system call does
-    /// one bounded run of its own queue pair, and never another queue pair's work.
+    /// A doorbell on an idle queue pair runs it in the system call, which saves a context
+    /// switch on the way to the wire (latency), and then the acknowledgement that came back
+    /// meanwhile ([`INLINE_RUNS`]): bounded, and never another queue pair's work. Under load
+    /// the work item runs it, while the caller goes on posting and polling on its own CPU.
     pub(crate) fn kick(self: &Arc<Self>) {
         self.inbox.lock().kicked = true;
         self.run_here_if(Transport::requester_idle);
@@ -518,6 +554,7 @@ impl QpShared {
     fn run_once(self: &Arc<Self>, transport: &mut Option<KBox<Transport>>) -> RunEnd {
         let (mut packets, kicked, due) = {
             let mut inbox = self.inbox.lock();
+            inbox.running = true;
             let spare = core::mem::take(&mut inbox.spare);
             (
                 core::mem::replace(&mut inbox.packets, spare),
@@ -594,8 +631,9 @@ impl QpShared {
         end
     }
 
-    /// Completes a run once the transport is unlocked.
-    fn finish_run(self: &Arc<Self>, mut end: RunEnd) {
+    /// Completes a run once the transport is unlocked; returns whether the queue pair must
+    /// run again (something is left or waits).
+    fn finish_run(self: &Arc<Self>, mut end: RunEnd) -> bool {
         if let Some(index) = end.bad {
             self.complete_bad_wqe(index);
         }
@@ -609,11 +647,12 @@ impl QpShared {
                 // The old spare is freed after the unlock, with `end`.
                 core::mem::swap(&mut inbox.spare, &mut end.batch);
             }
+            // What was queued while the run went on is seen here, under the same lock: the
+            // caller runs again or schedules.
+            inbox.running = false;
             !inbox.packets.is_empty() || inbox.kicked || inbox.due
         };
-        if end.more || waiting {
-            Self::schedule(self.as_arc_borrow());
-        }
+        end.more || waiting
     }
 
     /// Stops scheduling for good, waits for the timer and the run, and drops what waits:
