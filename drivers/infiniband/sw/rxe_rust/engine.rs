@@ -192,6 +192,11 @@ impl Engine {
 
     /// Hands the packets a run emitted for this device to their queue pairs.
     fn dispatch(&self, out: KVec<Packet>) {
+        if out.is_empty() {
+            // Packets to the wire, the usual case, left nothing here.
+            drop_unallocated(out);
+            return;
+        }
         for pkt in out {
             let qpn = match RocePacket::parse(pkt.bytes()) {
                 Ok(p) => p.dest_qpn(),
@@ -374,6 +379,15 @@ impl Engine {
             roce.state() == TransportState::Error
         })
         .0
+    }
+}
+
+/// Drops `v`, without the allocator call the kernel's vector makes on drop even when it never
+/// allocated (several per run on the packet path otherwise).
+fn drop_unallocated<T>(v: KVec<T>) {
+    if v.capacity() == 0 && v.is_empty() {
+        // No allocation and no element: nothing to free or drop.
+        core::mem::forget(v);
     }
 }
 
@@ -574,7 +588,7 @@ impl QpShared {
             for pkt in packets.drain_all() {
                 pkt.drop_with(SkbDropReason::QueuePurge);
             }
-            end.batch = packets;
+            drop_unallocated(core::mem::replace(&mut end.batch, packets));
             return end;
         };
         let engine = &*self.engine;
@@ -627,7 +641,9 @@ impl QpShared {
         end.more |= t.is_sending_response() || !t.backlog.is_empty();
         engine.note_timers(self, t);
         t.tx = tx;
-        end.batch = packets;
+        drop_unallocated(core::mem::replace(&mut end.batch, packets));
+        // Taken above and drained: held packets went back into `t.backlog`.
+        drop_unallocated(backlog);
         end
     }
 
@@ -652,6 +668,7 @@ impl QpShared {
             inbox.running = false;
             !inbox.packets.is_empty() || inbox.kicked || inbox.due
         };
+        drop_unallocated(end.batch);
         end.more || waiting
     }
 
