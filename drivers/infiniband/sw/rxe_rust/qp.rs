@@ -38,20 +38,19 @@ use crate::{
         opcode::QpType,
         requester::SendWr as RoceSendWr,
         wqe::{
+            copy_send_wqe,
             decode_send_wqe,
             encode_recv_wqe,
             encode_send_wqe,
             recv_wqe_id,
             send_wqe_id,
-            send_wqe_len,
             Remote,
             SendFlags as RoceSendFlags,
             SendQueueLimits,
             SendWqe,
             Sge,
             WqeData,
-            WrOpcode,
-            SEND_WQE_HEADER_LEN, //
+            WrOpcode, //
         },
     },
     srq::SrqCore,
@@ -394,17 +393,16 @@ impl QpShared {
         self.sq_limits
     }
 
-
     /// Copies the start of send queue slot `slot` into `dst`.
     pub(crate) fn read_sq(&self, slot: u32, dst: &mut [u8]) -> Result {
         self.sq.lock().consumer.read_slot(slot, dst)
     }
 
-    /// Copies the send WQE in slot `slot` into `buf`, as many bytes as its header says it
-    /// occupies ([`send_wqe_len`]); returns their number.
+    /// Copies the send WQE in slot `slot` into `buf`, as far as decoding it needs
+    /// ([`copy_send_wqe`]); returns how many bytes of `buf` hold it.
     ///
-    /// Copying the ring is per byte (user space may write it meanwhile): the rest of a slot
-    /// is left alone.
+    /// Copying the ring is per byte (user space may write it meanwhile): what decoding does
+    /// not read is left alone.
     pub(crate) fn read_send_wqe(&self, slot: u32, buf: &mut [u8; MAX_SEND_WQE]) -> Result<usize> {
         let sq = self.sq.lock();
         Self::read_send_wqe_locked(&sq.consumer, slot, buf)
@@ -416,14 +414,10 @@ impl QpShared {
         slot: u32,
         buf: &mut [u8; MAX_SEND_WQE],
     ) -> Result<usize> {
-        let n = consumer.geometry().slot_size().min(MAX_SEND_WQE);
-        let head_len = SEND_WQE_HEADER_LEN.min(n);
-        let (head, rest) = buf.split_at_mut(head_len);
-        consumer.read_slot_at(slot, 0, head)?;
-        let len = send_wqe_len(head, n);
-        let rest = rest.get_mut(..len.saturating_sub(head_len)).ok_or(EINVAL)?;
-        consumer.read_slot_at(slot, head_len, rest)?;
-        Ok(len)
+        let n = consumer.geometry().slot_size();
+        copy_send_wqe(buf, n, |offset, dst| {
+            consumer.read_slot_at(slot, offset, dst)
+        })
     }
 
     /// Returns the send queue slot after `index`.
