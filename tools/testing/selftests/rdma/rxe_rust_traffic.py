@@ -265,15 +265,23 @@ def uc_burst_scenario(drv, p):
     src, dst = p.mr(size), p.mr(n * size)
     blob = os.urandom(size)
     src.write(blob, size)
+    # A UC sender completes what it sent, not what landed: the last WRITE carries immediate
+    # data, whose receive completion comes once it (and, in order, every WRITE before it) was
+    # placed.
+    b.post_recv(RecvWR(wr_id=90, num_sge=1, sg=[SGE(src.buf, 16, src.lkey)]))
     start = time.time()
     for i in range(n):
-        a.post_send(send_wr(src, size, e.IBV_WR_RDMA_WRITE, 80 + i, dst.buf + i * size, dst.rkey))
+        wr = send_wr(src, size, e.IBV_WR_RDMA_WRITE, 80 + i, dst.buf + i * size, dst.rkey)
+        if i == n - 1:
+            wr.opcode = e.IBV_WR_RDMA_WRITE_WITH_IMM
+            wr.imm_data = 0x1234
+        a.post_send(wr)
     posted = time.time() - start
-    w = poll(p.cq, n, timeout=120)
+    w = poll(p.cq, n + 1, timeout=120)
     total = time.time() - start
     ok = [x.wr_id for x in w if x.status == e.IBV_WC_SUCCESS]
-    check(f"{drv}: a UC post list of {n} x 4 MiB RDMA WRITEs completes",
-          sorted(ok) == list(range(80, 80 + n)), f"{[(x.wr_id, x.status) for x in w]}")
+    check(f"{drv}: a UC post list of {n} x 4 MiB RDMA WRITEs completes, the last one at the receiver too",
+          sorted(ok) == list(range(80, 80 + n)) + [90], f"{[(x.wr_id, x.status) for x in w]}")
     check(f"{drv}: ... and every write landed",
           all(dst.read(size, i * size) == blob for i in range(n)))
     check(f"{drv}: posting returns before the writes are done (bounded inline work)",
