@@ -382,24 +382,28 @@ fn receive_wqes() {
     assert_eq!(decode_recv_wqe(&[0; 40], 0).unwrap().length, 0);
 }
 
-#[test]
-fn decoding_never_panics_on_arbitrary_bytes() {
-    let mut state = 0x853c_49e6_748f_ea9bu64;
-    let mut next = || {
+/// A UD queue of kernel limits: every opcode, the largest counts.
+const UD_KERNEL: SendQueueLimits = SendQueueLimits {
+    qp_type: QpType::Ud,
+    max_sge: 32,
+    max_inline: 512,
+    kernel: true,
+};
+
+/// A xorshift generator: reproducible random bytes without a dependency.
+fn xorshift(mut state: u64) -> impl FnMut() -> u64 {
+    move || {
         state ^= state << 13;
         state ^= state >> 7;
         state ^= state << 17;
         state
-    };
-    let limits = [
-        RC,
-        SendQueueLimits {
-            qp_type: QpType::Ud,
-            max_sge: 32,
-            max_inline: 512,
-            kernel: true,
-        },
-    ];
+    }
+}
+
+#[test]
+fn decoding_never_panics_on_arbitrary_bytes() {
+    let mut next = xorshift(0x853c_49e6_748f_ea9b);
+    let limits = [RC, UD_KERNEL];
     let mut slot = vec![0u8; 208 + 512];
     for _ in 0..50_000 {
         for b in slot.iter_mut() {
@@ -626,21 +630,10 @@ fn send_wqes_encode_to_what_decodes_back() {
 /// for any bytes.
 #[test]
 fn what_copy_send_wqe_copies_decodes_as_the_whole_slot() {
-    let mut state = 0x2545_f491_4f6c_dd1du64;
-    let mut next = || {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        state
-    };
+    let mut next = xorshift(0x2545_f491_4f6c_dd1d);
     let limits = [
         RC,
-        SendQueueLimits {
-            qp_type: QpType::Ud,
-            max_sge: 32,
-            max_inline: 512,
-            kernel: true,
-        },
+        UD_KERNEL,
         SendQueueLimits {
             qp_type: QpType::Rc,
             max_sge: 32,
