@@ -77,6 +77,20 @@ impl SkBuff {
         to_result(unsafe { bindings::skb_linearize(self.as_raw()) })
     }
 
+    /// Returns a second buffer over the same data (`skb_clone`): a multicast datagram goes to
+    /// each receiver without a copy of its bytes.
+    ///
+    /// Neither buffer writes the shared data: the network stack copies a cloned buffer's data
+    /// before it changes it (as [`SkBuff::linearize`] does).
+    pub fn try_clone(&self, flags: Flags) -> Result<Self> {
+        // SAFETY: The buffer is valid and owned; `skb_clone` only reads it and takes a
+        // reference on its data.
+        let skb = unsafe { bindings::skb_clone(self.as_raw(), flags.as_raw()) };
+        // INVARIANT: A clone is a new buffer that we own, with the original's header offsets
+        // over the same data, so the same bytes are initialised.
+        NonNull::new(skb).map(Self).ok_or(ENOMEM)
+    }
+
     /// Returns the linear part of the data (the first [`SkBuff::headlen`] bytes).
     pub fn data(&self) -> &[u8] {
         let skb = self.as_raw();

@@ -48,7 +48,8 @@ use kernel::{
             Relaxed, //
         },
         Arc,
-        Mutex, //
+        Mutex,
+        SpinLockIrq, //
     },
     time::{
         delay::fsleep,
@@ -113,9 +114,12 @@ pub(crate) struct RxeDev {
     pub(crate) counters: Arc<Counters>,
     /// The protocol processing of the device's queue pairs.
     pub(crate) engine: Arc<Engine>,
-    /// The multicast groups.
+    /// The multicast groups, which receive looks up in softirq context.
     #[pin]
-    pub(crate) mcast: Mutex<McastTable>,
+    pub(crate) mcast: SpinLockIrq<McastTable>,
+    /// Orders attaches and detaches, with the netdevice filter changes they make.
+    #[pin]
+    pub(crate) mcast_control: Mutex<()>,
     /// The UDP port 4791 sockets this device keeps open.
     #[pin]
     sockets: Mutex<Option<RoceSockets>>,
@@ -219,7 +223,8 @@ impl RxeDev {
             qkey_violations: AtomicU32::new(0),
             counters,
             engine,
-            mcast <- kernel::new_mutex!(McastTable::new()),
+            mcast <- kernel::new_spinlock_irq!(McastTable::new()),
+            mcast_control <- kernel::new_mutex!(()),
             sockets <- kernel::new_mutex!(Some(sockets)),
             pds: ObjectLimit::new(param::MAX_PD as u32)?,
             cqs: ObjectLimit::new(param::MAX_CQ as u32)?,

@@ -8,8 +8,10 @@
 
 use crate::{
     icrc::KernelCrc32,
+    mcast,
     param,
     roce::{
+        headers::Bth,
         icrc::{
             IpHeader,
             Ipv4Header,
@@ -23,7 +25,6 @@ use crate::{
         },
     },
     transport::Packet,
-    tx::ipv4_of,
     Rxe, //
 };
 use kernel::{
@@ -51,7 +52,7 @@ pub(crate) enum DropReason {
     Packet,
     /// The ICRC is wrong.
     Icrc,
-    /// It is not addressed to one of the port's GIDs.
+    /// It is not addressed to one of the port's GIDs or multicast groups.
     NotOurs,
     /// No queue pair has its destination QP number.
     NoQp,
@@ -101,17 +102,50 @@ fn network(nh: &[u8]) -> Option<([u8; 16], IpHeader<'_>)> {
     }
 }
 
-/// Checks the datagram `skb` that arrived for `dev` and queues it to its queue pair.
+/// Where a datagram that passed the checks goes.
+enum Destination {
+    /// The queue pair with this number.
+    Qp(u32),
+    /// Each queue pair attached to the multicast group with this GID.
+    Group([u8; 16]),
+}
+
+/// Checks the datagram `skb` that arrived for `dev` and queues it to its queue pair, or to
+/// every queue pair of its multicast group.
 ///
-/// A datagram that is dropped is freed with its reason, which is also returned.
+/// A datagram that is dropped is freed with its reason, which is also returned. When a
+/// group's queue pairs take it, the first failure to deliver to one of them is returned.
 pub(crate) fn receive(dev: &Device<Rxe>, mut skb: SkBuff) -> Result<(), DropReason> {
-    let qpn = match check(dev, &mut skb) {
-        Ok(qpn) => qpn,
+    let dest = match check(dev, &mut skb) {
+        Ok(dest) => dest,
         Err(why) => {
             skb.drop_with_reason(why.skb_reason());
             return Err(why);
         }
     };
+    let members = match dest {
+        Destination::Qp(qpn) => return deliver(dev, qpn, skb),
+        Destination::Group(mgid) => mcast::members(dev, &mgid),
+    };
+    let Some((&last, others)) = members.as_ref().and_then(|m| m.qpns().split_last()) else {
+        skb.drop_with_reason(DropReason::NotOurs.skb_reason());
+        return Err(DropReason::NotOurs);
+    };
+    let mut result = Ok(());
+    for &qpn in others {
+        // A clone shares the bytes: each queue pair gets the datagram without a copy.
+        let delivered = match skb.try_clone(GFP_ATOMIC) {
+            Ok(clone) => deliver(dev, qpn, clone),
+            Err(_) => Err(DropReason::NoMemory),
+        };
+        result = result.and(delivered);
+    }
+    deliver(dev, last, skb).and(result)
+}
+
+/// Queues `skb` to the queue pair `qpn` of `dev`; a datagram it does not take is freed with
+/// the reason, which is also returned.
+fn deliver(dev: &Device<Rxe>, qpn: u32, skb: SkBuff) -> Result<(), DropReason> {
     // The datagram itself goes to the queue pair: no copy.
     dev.engine
         .receive_wire(qpn, Packet::Wire(skb))
@@ -126,8 +160,8 @@ pub(crate) fn receive(dev: &Device<Rxe>, mut skb: SkBuff) -> Result<(), DropReas
         })
 }
 
-/// Checks the datagram `skb` for `dev`; returns its destination QP number.
-fn check(dev: &Device<Rxe>, skb: &mut SkBuff) -> Result<u32, DropReason> {
+/// Checks the datagram `skb` for `dev`; returns where it goes.
+fn check(dev: &Device<Rxe>, skb: &mut SkBuff) -> Result<Destination, DropReason> {
     skb.linearize().map_err(|_| DropReason::NoMemory)?;
     let nh = skb.network_header().ok_or(DropReason::NetworkHeader)?;
     let (dgid, ip) = network(nh).ok_or(DropReason::NetworkHeader)?;
@@ -141,12 +175,16 @@ fn check(dev: &Device<Rxe>, skb: &mut SkBuff) -> Result<u32, DropReason> {
         ParseError::Truncated => DropReason::Truncated,
         _ => DropReason::Packet,
     })?;
-    // Multicast groups are not joined on the wire yet: only the port's own addresses.
-    if ipv4_of(&dgid).is_none() && dgid[0] == 0xff {
-        return Err(DropReason::NotOurs);
+    if mcast::is_multicast(&dgid) {
+        // A multicast datagram carries the multicast QP number; the groups' queue pairs are
+        // UD, whose responder checks the rest (DETH, Q_Key, opcode).
+        if pkt.dest_qpn() != Bth::MULTICAST_QPN {
+            return Err(DropReason::Packet);
+        }
+        return Ok(Destination::Group(dgid));
     }
     if !dev.has_roce_v2_gid(param::PORT, &dgid) {
         return Err(DropReason::NotOurs);
     }
-    Ok(pkt.dest_qpn())
+    Ok(Destination::Qp(pkt.dest_qpn()))
 }

@@ -16,6 +16,13 @@
 # drivers showed one or two retries with a second VM on the host), so a few
 # are allowed: at most 5 retries per device, and duplicates at most 1% of
 # what the device received (the bug this caught: 21 retries, 27%).
+# UD multicast crosses it too: mckey (librdmacm) joins one, then two queue
+# pairs in A and one in B to an IPv4 group, and the one in B sends to it.
+# tshark captures what crosses vA through all of that (and three short
+# perftest runs for the opcodes the others do not send): every packet must
+# decode in Wireshark's RoCEv2 dissector and carry the ICRC that
+# rxe_rust_capture.py computes on its own, and each opcode the runs use
+# must be there.
 # Then netem makes the wire lossy both ways (loss, duplication, reordering):
 # ib_write_bw and ib_read_bw must still complete, an RDMA WRITE then READ of
 # BULK_SIZE bytes (rxe_rust_bulk.py) must read back the bytes it wrote, and
@@ -62,8 +69,20 @@ PERF_ITERS=200
 # otherwise cost a time-out per run).
 MAX_TIMEOUTS=2
 BAD_LOG='WARNING:|BUG:|Oops|general protection|refcount_t:|list_(add|del) corruption|UBSAN|KASAN|INFO: task .* blocked'
+# UD multicast: the IPv4 group, and datagrams of this size and number.
+# (rdma_cm joins IPv6 groups on RoCE with ENOTSUPP, on both drivers.)
+MCAST_GROUP=239.77.0.1
+MCAST_MSGS=20
+MCAST_SIZE=1000
 # Checks per driver (the plan is fixed: every check prints its line).
-CHECKS=31
+CHECKS=37
+# rxe_rust_capture.py, and the opcodes the capture must hold: RC SEND
+# FIRST/MIDDLE/LAST/ONLY, RDMA WRITE FIRST/MIDDLE/LAST/ONLY, READ request
+# and responses FIRST/MIDDLE/LAST/ONLY, ACK, atomic ACK, CMP_SWAP,
+# FETCH_ADD; UC SEND FIRST/MIDDLE/LAST/ONLY; UD SEND_ONLY.
+CAPTURE=$(dirname "$0")/rxe_rust_capture.py
+CAP_OPCODES="0x00 0x01 0x02 0x04 0x06 0x07 0x08 0x0a 0x0c 0x0d 0x0e 0x0f 0x10 0x11 0x12
+	0x13 0x14 0x20 0x21 0x22 0x24 0x64"
 
 DRIVERS=("$@")
 [ ${#DRIVERS[@]} -eq 0 ] && DRIVERS=($RXE_C $RXE_RUST)
@@ -86,6 +105,7 @@ teardown() {
 	[ -n "$WEDGED" ] || bounded 120 teardown_steps
 }
 cleanup() {
+	alive "$CAP_PID" && kill "$CAP_PID" 2>/dev/null
 	teardown
 	rm -rf "$tmp"
 }
@@ -377,6 +397,74 @@ find_gids() {
 	printf '%s\n' "$tables"
 }
 
+# UD multicast across the wire with mckey: $1 queue pairs in A join
+# MCAST_GROUP (rdma_cm joins the IPv4 group on vA and attaches each queue
+# pair), then one in B joins and sends MCAST_MSGS datagrams to it. Each
+# receiver exits 0 only once it has completed MCAST_MSGS receives (mckey
+# counts them; it does not compare bytes), and A's rdma_recvs must have grown
+# by $1 times MCAST_MSGS: each datagram on the wire reached every queue pair.
+mcast_across() {
+	local n=$1 rpid rs rc before after deadline
+	before=$(counter $DEV_A rdma_recvs) || return 1
+	ip netns exec $NS_A timeout -k 5 $RUN_TIMEOUT mckey -m $MCAST_GROUP -b $IP4_A -c $n \
+		-C $MCAST_MSGS -S $MCAST_SIZE >"$tmp/server" 2>&1 &
+	rpid=$!
+	deadline=$((SECONDS + 30))
+	while [ "$(grep -c 'joined dgid' "$tmp/server")" -lt $n ] && alive $rpid &&
+		[ $SECONDS -lt $deadline ]; do
+		sleep 0.2
+	done
+	ip netns exec $NS_B timeout -k 5 $RUN_TIMEOUT mckey -m $MCAST_GROUP -b $IP4_B -s \
+		-C $MCAST_MSGS -S $MCAST_SIZE >"$tmp/client" 2>&1
+	rc=$?
+	wait $rpid
+	rs=$?
+	after=$(counter $DEV_A rdma_recvs) || return 1
+	echo "receiver ($n queue pairs in $NS_A) exit $rs, sender (in $NS_B) exit $rc"
+	echo "$DEV_A rdma_recvs: $before -> $after (at least $((n * MCAST_MSGS)) more)"
+	if [ $rs -ne 0 ] || [ $rc -ne 0 ] || [ $((after - before)) -lt $((n * MCAST_MSGS)) ]; then
+		tail -n 8 "$tmp/server" | sed 's/^/receiver| /'
+		tail -n 8 "$tmp/client" | sed 's/^/sender| /'
+		return 1
+	fi
+}
+
+# tshark (its pid in CAP_PID) writes what crosses vA, in A, to
+# $tmp/cap.pcap; succeeds once it captures.
+CAP_PID=
+capture_start() {
+	local i
+	rm -f "$tmp/cap.pcap"
+	: >"$tmp/cap.err"
+	command -v tshark >/dev/null || {
+		echo "tshark is not installed (scripts/install-deps installs it)" >"$tmp/cap.err"
+		return 1
+	}
+	ip netns exec $NS_A tshark -q -i $VETH_A -F pcap -w "$tmp/cap.pcap" \
+		-f "udp dst port 4791" 2>"$tmp/cap.err" &
+	CAP_PID=$!
+	for i in $(seq 150); do
+		grep -q "Capturing on" "$tmp/cap.err" && return 0
+		alive $CAP_PID || break
+		sleep 0.2
+	done
+	echo "tshark did not start capturing in 30 s" >>"$tmp/cap.err"
+	return 1
+}
+
+# Stops the capture, then checks it with rxe_rust_capture.py.
+capture_check() {
+	if ! alive "$CAP_PID"; then
+		echo "no capture:"
+		cat "$tmp/cap.err"
+		return 1
+	fi
+	kill -INT $CAP_PID
+	wait $CAP_PID
+	CAP_PID=
+	python3 "$CAPTURE" "$tmp/cap.pcap" $CAP_OPCODES
+}
+
 # Succeeds if counter $2 of device $1 grew past $3.
 grew() {
 	local now
@@ -475,6 +563,18 @@ recovered() {
 	[ -n "$1" ] && [ "$now" -gt "$1" ]
 }
 
+# The check that the kernel log since $MARKER has no warning for $DRV.
+kernel_log_clean() {
+	local out
+	out=$(log_since "$MARKER" | grep -E "$BAD_LOG")
+	if [ -n "$out" ]; then
+		printf '%s\n' "$out" | sed 's/^/# /'
+		ktap_test_fail "$DRV: no kernel warning"
+	else
+		ktap_test_pass "$DRV: no kernel warning"
+	fi
+}
+
 run_driver() {
 	local fam ga gb out setup_failed fails d c
 	DRV=$1
@@ -507,6 +607,8 @@ run_driver() {
 		done
 	done
 
+	CAP_PID=
+	[ -z "$NOT_RUN" ] && capture_start
 	for fam in IPv4 IPv6; do
 		if [ $fam = IPv4 ]; then
 			ga=$GA4 gb=$GB4
@@ -537,10 +639,30 @@ run_driver() {
 		across -a "$IP4_A" "$IP4_A" bash -c "$RPING_SIDE" rping_side -C $ITERS -S 1000 -V
 	READY=cm_listening run_check "rping -V -C $ITERS -S 100 over rdma_cm (IPv6)" \
 		across -a "$IP6_A" "$IP6_A" bash -c "$RPING_SIDE" rping_side -C $ITERS -S 100 -V
+	if [ "$DRV" = "$RXE_C" ]; then
+		# rdma_rxe loses most of a burst of 20: 7 of 20 datagrams reached one
+		# queue pair (one boot; bursts of 5 went through in two), 8 of 40
+		# reached two (two boots); then mckey timed out.
+		ktap_test_skip "$DRV: UD multicast to one queue pair (rdma_rxe loses most of a burst)"
+		ktap_test_skip "$DRV: UD multicast to two queue pairs (rdma_rxe loses most of a burst)"
+	else
+		run_check "UD multicast over rdma_cm: mckey, group $MCAST_GROUP, one queue pair in $NS_A" \
+			mcast_across 1
+		run_check "UD multicast over rdma_cm: mckey, group $MCAST_GROUP, two queue pairs in $NS_A" \
+			mcast_across 2
+	fi
 	READY=cm_listening run_check "ib_send_bw -R -s 4096 over rdma_cm" \
 		across -x "$GA4" "$GB4" ib_send_bw -R -F -n $PERF_ITERS -s 4096
 	READY=cm_listening run_check "ib_write_bw -R -s 4096 over rdma_cm" \
 		across -x "$GA4" "$GB4" ib_write_bw -R -F -n $PERF_ITERS -s 4096
+	run_check "ib_write_bw -s 64 over the IPv4 GID" \
+		across -x "$GA4" "$GB4" ib_write_bw -F -n 20 -s 64
+	run_check "ib_read_bw -s 64 over the IPv4 GID" \
+		across -x "$GA4" "$GB4" ib_read_bw -F -n 20 -s 64
+	run_check "ib_atomic_bw -A CMP_AND_SWAP over the IPv4 GID" \
+		across -x "$GA4" "$GB4" ib_atomic_bw -F -n 20 -A CMP_AND_SWAP
+	run_check "every RoCEv2 packet to $VETH_A decodes in tshark, has its ICRC, and the runs' opcodes are all there" \
+		capture_check
 
 	# The counters tell whether the packets went through each device;
 	# reading them needs only the devices.
@@ -579,14 +701,11 @@ run_driver() {
 			ip netns del $NS_A && ip netns del $NS_B && rmmod $DRV"
 	teardown
 
-	out=$(log_since "$MARKER" | grep -E "$BAD_LOG")
-	if [ -n "$out" ]; then
-		printf '%s\n' "$out" | sed 's/^/# /'
-		ktap_test_fail "$DRV: no kernel warning"
-	else
-		ktap_test_pass "$DRV: no kernel warning"
-	fi
+	kernel_log_clean
 }
+
+# rxe_rust_removal.sh sources this file for its set-up and helpers.
+[ -n "${RXE_VETH_HELPERS:-}" ] && return 0
 
 ktap_print_header
 ktap_set_plan $((CHECKS * ${#DRIVERS[@]}))
