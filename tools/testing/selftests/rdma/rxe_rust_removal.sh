@@ -133,6 +133,7 @@ setup_with_traffic() {
 removal_round() {
 	local what=$1 fails
 	shift
+	echo "rxe_rust_removal: $DRV: $what" >/dev/kmsg
 	NOT_RUN=
 	[ -n "$WEDGED" ] && NOT_RUN="a process is stuck in the kernel"
 	fails=$KTAP_CNT_FAIL
