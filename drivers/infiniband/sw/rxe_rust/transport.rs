@@ -796,7 +796,10 @@ impl Output for Io<'_> {
                         }
                     }
                 }
-                self.env.counters.inc(Counter::RdmaRecvs);
+                // As the C driver: receives that completed, not flushed or failed ones.
+                if wc.status == WcStatus::Success {
+                    self.env.counters.inc(Counter::RdmaRecvs);
+                }
                 shared.recv_cq().post(&wc, shared.handle(), c.solicited)
             }
         };

@@ -18,7 +18,9 @@ Things rdma-core's suite does not exercise:
   region, compared byte for byte: the end must not be much slower than the
   start (reaching a byte must not cost more the further it is);
 - receiving through an SRQ, and its limit event when it runs low;
-- a user datagram to QP1 (the kernel's MAD layer): it must not break QP1.
+- a user datagram to QP1 (the kernel's MAD layer): it must not break QP1;
+- receives flushed by the error state complete with IBV_WC_WR_FLUSH_ERR and
+  leave rdma_recvs alone (it counts receives that completed with success).
 Each driver must give the same outcomes and move the same counters.
 KTAP output.
 """
@@ -196,6 +198,7 @@ def scenario(drv):
     after = counters()
     check(f"{drv}: retry_exceeded_err moved", after["retry_exceeded_err"] > before["retry_exceeded_err"],
           f"{before.get('retry_exceeded_err')} -> {after.get('retry_exceeded_err')}")
+    flush_scenario(drv, p, dst)
     big_region_scenario(drv, p)
     uc_burst_scenario(drv, p)
     srq_scenario(drv, p)
@@ -203,6 +206,28 @@ def scenario(drv):
     for o in (lost, p.a, p.b, src, dst, a_buf, b_buf, back, p.cq, p.pd):
         o.close()
     ctx.close()
+
+
+def flush_scenario(drv, p, dst):
+    qp = QP(p.pd, QPInitAttr(qp_type=e.IBV_QPT_RC, scq=p.cq, rcq=p.cq,
+                             cap=QPCap(max_send_wr=4, max_recv_wr=4)))
+    p.connect(qp, p.b.qp_num)
+    for i in range(3):
+        qp.post_recv(RecvWR(wr_id=70 + i, num_sge=1, sg=[SGE(dst.buf, 64, dst.lkey)]))
+    before = counters()
+    attr = QPAttr()
+    attr.qp_state = e.IBV_QPS_ERR
+    qp.modify(attr, e.IBV_QP_STATE)
+    w = poll(p.cq, 3)
+    after = counters()
+    check(f"{drv}: receives flushed by the error state complete with IBV_WC_WR_FLUSH_ERR",
+          sorted((x.wr_id, x.status) for x in w) ==
+          [(70 + i, e.IBV_WC_WR_FLUSH_ERR) for i in range(3)],
+          f"{[(x.wr_id, x.status) for x in w]}")
+    check(f"{drv}: flushed receives leave rdma_recvs alone",
+          after["rdma_recvs"] == before["rdma_recvs"],
+          f"{before['rdma_recvs']} -> {after['rdma_recvs']}")
+    qp.close()
 
 
 def timer_independence_scenario(drv, p, src, dst):
