@@ -4,6 +4,8 @@
 #
 #   make          set up what is missing, build, boot the VM, run the demo
 #   make test     build, then run every test and print a TAP report
+#   make interop  build, then two VMs joined by a wire: rdma_rxe_rust in one,
+#                 the C rdma_rxe in the other (scripts/interop)
 #   make build    set up and build only (the debug test kernel, modules)
 #   make kernel-plain  the same kernel without the debug checkers, in
 #                 build/obj-plain (for benchmarks; only when asked)
@@ -27,7 +29,7 @@ PLAIN_MODROOT := $(B)/modroot-plain
 PHASE := scripts/phase
 BENCH_KERNEL ?= plain
 
-.PHONY: all build deps sources overlay config kernel kernel-plain bench demo test shell fuzz clean distclean
+.PHONY: all build deps sources overlay config kernel kernel-plain bench demo test interop shell fuzz clean distclean
 
 all: build
 	@$(PHASE) demo scripts/vm-run --timeout 600 -- scripts/demo
@@ -57,6 +59,9 @@ kernel-plain: overlay
 
 test: build
 	@$(PHASE) test tests/run
+
+interop: build
+	@$(PHASE) interop scripts/interop
 
 bench: $(if $(filter debug,$(BENCH_KERNEL)),kernel,kernel-plain)
 	@$(PHASE) bench scripts/bench --kernel $(BENCH_KERNEL) $(BENCH_ARGS)
