@@ -88,8 +88,8 @@ def frames(path):
 
 
 def roce(frame):
-    """Returns (masked IP and UDP headers, RoCE packet) of a UDP datagram to
-    port 4791 in an Ethernet frame, or None for any other frame."""
+    """Returns (IP header, UDP header, RoCE packet) of a UDP datagram to port
+    4791 in an Ethernet frame, or None for any other frame."""
     ethertype = struct.unpack(">H", frame[12:14])[0]
     ip = frame[14:]
     if ethertype == 0x0800 and len(ip) >= 20 and ip[0] >> 4 == 4:
@@ -97,37 +97,44 @@ def roce(frame):
         total = struct.unpack(">H", ip[2:4])[0]
         if ip[9] != 17:
             return None
-        hdr = bytearray(ip[:ihl])
-        hdr[1] = 0xff                   # type of service
-        hdr[8] = 0xff                   # time to live
-        hdr[10:12] = b"\xff\xff"        # header checksum
-        datagram = ip[ihl:total]
+        hdr, datagram = ip[:ihl], ip[ihl:total]
     elif ethertype == 0x86dd and len(ip) >= 40 and ip[0] >> 4 == 6:
         if ip[6] != 17:
             return None
         plen = struct.unpack(">H", ip[4:6])[0]
-        hdr = bytearray(ip[:40])
-        hdr[0] |= 0x0f                  # traffic class and flow label
-        hdr[1:4] = b"\xff\xff\xff"
-        hdr[7] = 0xff                   # hop limit
-        datagram = ip[40:40 + plen]
+        hdr, datagram = ip[:40], ip[40:40 + plen]
     else:
         return None
     if len(datagram) < 8 or struct.unpack(">H", datagram[2:4])[0] != ROCE_PORT:
         return None
-    udp = bytearray(datagram[:8])
+    return hdr, datagram[:8], datagram[8:]
+
+
+def icrc(ip, udp, packet):
+    """The ICRC of packet (BTH onwards, without ICRC) under the IPv4 or IPv6
+    header ip and the UDP header udp, as IBTA A17.3.3 defines it."""
+    ip = bytearray(ip)
+    if ip[0] >> 4 == 4:
+        ip[1] = 0xff                    # type of service
+        ip[8] = 0xff                    # time to live
+        ip[10:12] = b"\xff\xff"        # header checksum
+    else:
+        ip[0] |= 0x0f                   # traffic class and flow label
+        ip[1:4] = b"\xff\xff\xff"
+        ip[7] = 0xff                    # hop limit
+    udp = bytearray(udp)
     udp[6:8] = b"\xff\xff"              # UDP checksum
-    return bytes(hdr) + bytes(udp), datagram[8:]
+    bth = bytearray(packet[:BTH_LEN])
+    bth[4] = 0xff                       # reserved byte before the destination QP
+    data = b"\xff" * 8 + bytes(ip) + bytes(udp) + bytes(bth) + packet[BTH_LEN:]
+    return struct.pack("<I", zlib.crc32(data))
 
 
-def icrc_ok(masked, packet):
+def icrc_ok(ip, udp, packet):
     """Whether the last four bytes of the RoCE packet are its ICRC."""
     if len(packet) < BTH_LEN + ICRC_LEN:
         return False
-    bth = bytearray(packet[:BTH_LEN])
-    bth[4] = 0xff                       # reserved byte before the destination QP
-    covered = b"\xff" * 8 + masked + bytes(bth) + packet[BTH_LEN:-ICRC_LEN]
-    return struct.pack("<I", zlib.crc32(covered)) == packet[-ICRC_LEN:]
+    return icrc(ip, udp, packet[:-ICRC_LEN]) == packet[-ICRC_LEN:]
 
 
 def payload_protocols():
@@ -181,11 +188,11 @@ def main():
         if r is None:
             continue
         total += 1
-        masked, packet = r
+        ip, udp, packet = r
         op = packet[0] if packet else None
         counts[op] += 1
         why = []
-        if not icrc_ok(masked, packet):
+        if not icrc_ok(ip, udp, packet):
             why.append("ICRC wrong")
         seen = decoded.get(n)
         if seen is None:

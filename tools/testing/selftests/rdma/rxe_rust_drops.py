@@ -24,9 +24,9 @@ import struct
 import subprocess
 import sys
 import time
-import zlib
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from rxe_rust_capture import icrc  # noqa: E402
 from rxe_rust_ktap import Results  # noqa: E402
 
 DRV = "rdma_rxe_rust"
@@ -52,20 +52,6 @@ def ip_header(payload_len, ident):
     return struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + 8 + payload_len, ident,
                        0x4000, 64, socket.IPPROTO_UDP, 0,
                        socket.inet_aton(IP_B), socket.inet_aton(IP_A))
-
-
-def icrc(ip, udp, packet):
-    """The ICRC of packet (BTH onwards, without ICRC), as IBTA A17.3.3."""
-    ip = bytearray(ip)
-    ip[1] = 0xFF  # TOS
-    ip[8] = 0xFF  # TTL
-    ip[10:12] = b"\xff\xff"  # header checksum
-    udp = bytearray(udp)
-    udp[6:8] = b"\xff\xff"  # UDP checksum
-    bth = bytearray(packet[:12])
-    bth[4] = 0xFF  # FECN, BECN, reserved
-    data = b"\xff" * 8 + bytes(ip) + bytes(udp) + bytes(bth) + packet[12:]
-    return struct.pack("<I", zlib.crc32(data))
 
 
 def bth(opcode, qpn, psn=0):

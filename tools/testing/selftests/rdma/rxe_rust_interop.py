@@ -16,11 +16,13 @@ rxe_rust_interop.py controller DRIVER ADDRESS PEER
 Every run is bounded by RUN_TIMEOUT s; both sides' exit codes count.
 """
 
-import json
 import socket
 import subprocess
 import sys
 import time
+
+from rxe_rust_bulk import Link
+from rxe_rust_drops import gid_index
 
 AGENT_PORT = 18700
 FIRST_PORT = 18710
@@ -53,40 +55,10 @@ def set_up(driver, address):
         rc, out = sh(s)
         if rc:
             raise RuntimeError(f"{s}: exit {rc}: {out}")
-    want = "0000:0000:0000:0000:0000:ffff:" + "".join(
-        f"{int(x):02x}" for x in address.split(".")[:2]) + ":" + "".join(
-        f"{int(x):02x}" for x in address.split(".")[2:])
-    base = f"/sys/class/infiniband/{DEV}/ports/1"
-    for _ in range(100):
-        for i in range(16):
-            try:
-                with open(f"{base}/gids/{i}") as f:
-                    gid = f.read().strip()
-                with open(f"{base}/gid_attrs/types/{i}") as f:
-                    kind = f.read().strip()
-            except OSError:
-                continue
-            if gid == want and kind == "RoCE v2":
-                return i
-        time.sleep(0.2)
-    raise RuntimeError(f"{DEV} has no RoCE v2 GID {want}")
-
-
-class Link:
-    """JSON lines over one TCP connection."""
-
-    def __init__(self, sock):
-        self.sock = sock
-        self.rfile = sock.makefile("r")
-
-    def send(self, **msg):
-        self.sock.sendall((json.dumps(msg) + "\n").encode())
-
-    def recv(self):
-        line = self.rfile.readline()
-        if not line:
-            raise ConnectionError("the peer closed the connection")
-        return json.loads(line)
+    gid = gid_index(DEV, address)
+    if gid is None:
+        raise RuntimeError(f"{DEV} has no RoCE v2 GID of {address}")
+    return gid
 
 
 class Side:
