@@ -46,7 +46,11 @@ use rxe_roce::roce::qp::{
     QpTransport,
     TransportState, //
 };
-use rxe_roce::roce::requester::SendWr;
+use rxe_roce::roce::requester::{
+    SendWr,
+    MAX_UNACKED_PSNS,
+    MIN_WINDOW, //
+};
 use rxe_roce::roce::timer::{
     AckTimeout,
     RnrTimer, //
@@ -473,7 +477,8 @@ fn duplicate_read_is_replayed_from_the_resource() {
             Opcode::RC_RDMA_READ_RESPONSE_LAST
         ]
     );
-    // The middle response is lost: the local ACK timeout asks again from it.
+    // The middle response is lost: the retry asks again for it alone (the last one
+    // arrived), and the responder answers the duplicate's own length only.
     a.deliver(&resp[..1]);
     a.deliver(&resp[2..]);
     a.fire(TimerId::Retransmit);
@@ -481,16 +486,13 @@ fn duplicate_read_is_replayed_from_the_resource() {
     let pkt = Packet::parse(&retry[0]).unwrap();
     assert_eq!(pkt.psn().get(), 0xff_ffff);
     assert_eq!(pkt.reth().unwrap().va(), REMOTE + 8 + 256);
-    assert_eq!(pkt.reth().unwrap().dma_len(), 600 - 256);
+    assert_eq!(pkt.reth().unwrap().dma_len(), 256);
     b.deliver(&retry);
     assert_eq!(b.count(Counter::DuplicateRequest), 1);
     let replay = b.take_sent();
     assert_eq!(
         op_psns(&replay),
-        [
-            (Opcode::RC_RDMA_READ_RESPONSE_FIRST, 0xff_ffff),
-            (Opcode::RC_RDMA_READ_RESPONSE_LAST, 0)
-        ]
+        [(Opcode::RC_RDMA_READ_RESPONSE_ONLY, 0xff_ffff)]
     );
     a.deliver(&replay);
     assert_eq!(a.sends_done(), [(0, WcStatus::Success)]);
@@ -517,6 +519,21 @@ fn post_reads(a: &mut End, b: &mut End, n: u64) -> Vec<Vec<u8>> {
     let reqs = a.take_sent();
     assert_eq!(reqs.len(), n as usize);
     reqs
+}
+
+/// A FETCH_AND_ADD of `add` to the first word of `b`'s region.
+fn fetch_add(id: u64, add: u64) -> SendWr {
+    wr(
+        id,
+        WrOpcode::AtomicFetchAndAdd,
+        Remote::Atomic {
+            addr: REMOTE,
+            rkey: RKEY,
+            compare_add: add,
+            swap: 0,
+        },
+        8,
+    )
 }
 
 /// Two READs from `a`, answered by `b`: their six responses.
@@ -581,7 +598,7 @@ fn lost_read_response_alone_is_asked_again() {
     assert_eq!(pkt.opcode(), Opcode::RC_RDMA_READ_REQUEST);
     assert_eq!(pkt.psn().get(), 0xff_ffff);
     assert_eq!(pkt.reth().unwrap().va(), REMOTE + 256);
-    assert_eq!(pkt.reth().unwrap().dma_len(), 600 - 256);
+    assert_eq!(pkt.reth().unwrap().dma_len(), 256, "the gap only");
     b.deliver(&retry);
     assert_eq!(b.count(Counter::DuplicateRequest), 1);
     a.deliver(&b.take_sent());
@@ -636,10 +653,7 @@ fn duplicate_read_goes_before_the_response_in_progress() {
     let replay = b.take_sent();
     assert_eq!(
         op_psns(&replay),
-        [
-            (Opcode::RC_RDMA_READ_RESPONSE_FIRST, 0xff_ffff),
-            (Opcode::RC_RDMA_READ_RESPONSE_LAST, 0),
-        ]
+        [(Opcode::RC_RDMA_READ_RESPONSE_ONLY, 0xff_ffff)]
     );
     assert!(
         b.qp.is_sending_response(),
@@ -1117,17 +1131,7 @@ fn every_rc_opcode(poison: bool) -> (End, End, Vec<Vec<u8>>) {
             },
             8,
         ),
-        wr(
-            7,
-            WrOpcode::AtomicFetchAndAdd,
-            Remote::Atomic {
-                addr: REMOTE,
-                rkey: RKEY,
-                compare_add: 1,
-                swap: 0,
-            },
-            8,
-        ),
+        fetch_add(7, 1),
     ];
     ops[1].imm_data = Some(11);
     ops[2].invalidate_rkey = Some(55);
@@ -1319,4 +1323,133 @@ fn registration_runs_in_order_and_completes() {
     a.post(w);
     assert_eq!(a.mem.registered.len(), 1);
     assert_eq!(a.sends_done()[1], (1, WcStatus::LocQpOpErr));
+}
+
+#[test]
+fn timeout_narrows_the_window_and_a_read_is_asked_in_pieces() {
+    let (mut a, mut b) = pair(QpType::Rc, 7, 7);
+    assert_eq!(a.qp.send_window(), MAX_UNACKED_PSNS);
+    // A write whose packets are all lost: the local ACK timeout drops the window to the
+    // minimum and sends again only what it lets out.
+    a.post(wr(
+        0,
+        WrOpcode::RdmaWrite,
+        Remote::Rdma {
+            addr: REMOTE,
+            rkey: RKEY,
+        },
+        4 * 256,
+    ));
+    assert_eq!(a.take_sent().len(), 4);
+    a.fire(TimerId::Retransmit);
+    assert_eq!(a.qp.send_window(), MIN_WINDOW);
+    let again = a.take_sent();
+    assert_eq!(again.len(), MIN_WINDOW as usize);
+    assert!(
+        Packet::parse(again.last().unwrap())
+            .unwrap()
+            .bth()
+            .ack_req(),
+        "the last packet the window lets out asks for an ACK"
+    );
+    let mut sent = again;
+    while !sent.is_empty() {
+        assert!(sent.len() <= a.qp.send_window() as usize);
+        b.deliver(&sent);
+        a.deliver(&b.take_sent());
+        sent = a.take_sent();
+    }
+    assert_eq!(a.sends_done(), [(0, WcStatus::Success)]);
+    let widened = a.qp.send_window();
+    assert!(widened > MIN_WINDOW, "progress widens the window");
+    assert!(widened < MAX_UNACKED_PSNS);
+
+    // In the narrowed window a READ of 600 bytes (three responses) asks for what the
+    // window lets out, then for the rest once those responses are in; its data is whole.
+    let reqs = post_reads(&mut a, &mut b, 1);
+    let first = Packet::parse(&reqs[0]).unwrap();
+    assert_eq!(first.opcode(), Opcode::RC_RDMA_READ_REQUEST);
+    let asked = first.reth().unwrap().dma_len();
+    assert_eq!(
+        asked,
+        (256 * widened).min(600),
+        "as much as the window allows"
+    );
+    let mut requests = 1;
+    b.deliver(&reqs);
+    loop {
+        let resp = b.take_sent();
+        a.deliver(&resp);
+        let next = a.take_sent();
+        if next.is_empty() {
+            break;
+        }
+        requests += 1;
+        b.deliver(&next);
+    }
+    if widened < 3 {
+        assert!(requests > 1, "the READ went out in pieces");
+    }
+    assert_eq!(a.count(Counter::RetryExceeded), 0);
+    let done = a.sends_done();
+    assert_eq!(done.last(), Some(&(0, WcStatus::Success)));
+    assert_eq!(a.mem.local[..600], b.mem.remote[..600]);
+}
+
+#[test]
+fn a_read_asked_in_two_requests_completes() {
+    let (mut a, mut b) = pair(QpType::Rc, 7, 7);
+    // Narrow the window to the minimum: an atomic whose request is lost.
+    a.post(fetch_add(0, 1));
+    // Lost twice: the second timeout leaves no room to grow back at once.
+    let _lost = a.take_sent();
+    a.fire(TimerId::Retransmit);
+    let _lost_again = a.take_sent();
+    a.fire(TimerId::Retransmit);
+    assert_eq!(a.qp.send_window(), MIN_WINDOW);
+    b.deliver(&a.take_sent());
+    a.deliver(&b.take_sent());
+    assert_eq!(a.sends_done(), [(0, WcStatus::Success)]);
+    let w = a.qp.send_window();
+    assert!(w < 3, "window {w}: too wide for this test");
+    // Three responses, a window of two: the first request asks for two, ending in an
+    // RDMA READ response LAST that is not the READ's last; the second for the third.
+    for (i, x) in b.mem.remote.iter_mut().enumerate() {
+        *x = (i * 7) as u8;
+    }
+    a.post(wr(
+        1,
+        WrOpcode::RdmaRead,
+        Remote::Rdma {
+            addr: REMOTE + 1000,
+            rkey: RKEY,
+        },
+        600,
+    ));
+    let r1 = a.take_sent();
+    assert_eq!(r1.len(), 1);
+    assert_eq!(
+        Packet::parse(&r1[0]).unwrap().reth().unwrap().dma_len(),
+        512
+    );
+    b.deliver(&r1);
+    let resp1 = b.take_sent();
+    assert_eq!(
+        opcodes(&resp1).iter().map(|x| x.0).collect::<Vec<_>>(),
+        [
+            Opcode::RC_RDMA_READ_RESPONSE_FIRST,
+            Opcode::RC_RDMA_READ_RESPONSE_LAST
+        ]
+    );
+    a.deliver(&resp1);
+    let r2 = a.take_sent();
+    assert_eq!(r2.len(), 1);
+    let p2 = Packet::parse(&r2[0]).unwrap();
+    assert_eq!(p2.reth().unwrap().va(), REMOTE + 1000 + 512);
+    assert_eq!(p2.reth().unwrap().dma_len(), 600 - 512);
+    b.deliver(&r2);
+    a.deliver(&b.take_sent());
+    assert_eq!(a.sends_done().last(), Some(&(1, WcStatus::Success)));
+    assert_eq!(a.mem.local[SLOT..SLOT + 600], b.mem.remote[1000..1600]);
+    assert_eq!(b.count(Counter::DuplicateRequest), 0, "two new requests");
 }

@@ -21,6 +21,12 @@
 //! - The local ACK timeout goes back to the oldest unacknowledged PSN
 //!   (go-back-N).
 //!
+//! - Every retry narrows the requester's send window (the PSNs it leaves
+//!   outstanding): by half, or to the minimum after a local ACK timeout;
+//!   progress widens it again. A narrowed window asks for a READ in pieces,
+//!   each its own request, and a retry asks for the gaps only, which the
+//!   responder answers for the duplicate's own length.
+//!
 //! Each of these retries uses one transport retry. An RNR NAK waits the delay
 //! it names and resumes at its PSN, using one RNR retry and restoring the
 //! transport retry budget (the responder answered). Progress restores both
@@ -141,17 +147,19 @@ impl<const N: usize> Requester<N> {
             }
         }
         if self.comp_psn != start {
-            self.progress(out);
+            self.progress(start, out);
         }
         result
     }
 
-    /// Restores the retry budgets and restarts the local ACK timer.
-    fn progress<O>(&mut self, out: &mut O)
+    /// Restores the retry budgets, widens the send window for what was acknowledged since
+    /// `start` and restarts the local ACK timer.
+    fn progress<O>(&mut self, start: Psn, out: &mut O)
     where
         O: Output + Clock + ?Sized,
     {
         out.count(Counter::Progress);
+        self.widen_window(self.comp_psn.distance_from(start));
         self.retrying = false;
         self.retry.reset();
         self.rnr_retry.reset();
@@ -201,6 +209,8 @@ impl<const N: usize> Requester<N> {
         if self.retry.try_consume() {
             out.count(Counter::Retry);
             self.retrying = true;
+            // A timeout that is no reorder window's end: nothing came back at all.
+            self.narrow_window(timeout && until.is_none());
             let from = if self.comp_psn.is_before(psn) && self.is_outstanding(psn) {
                 psn
             } else {
@@ -386,6 +396,7 @@ impl<const N: usize> Requester<N> {
             return;
         }
         // In order: move past it and every response that arrived ahead of it.
+        let start = self.comp_psn;
         self.comp_psn = psn.next();
         while self.take_early(self.comp_psn) {
             self.comp_psn = self.comp_psn.next();
@@ -402,7 +413,7 @@ impl<const N: usize> Requester<N> {
                 _ => break,
             }
         }
-        self.progress(out);
+        self.progress(start, out);
     }
 
     /// Returns true if every pending WQE up to the one at `k` is a READ.
@@ -441,7 +452,10 @@ impl<const N: usize> Requester<N> {
         let expected = e.wr.length.saturating_sub(offset).min(mtu);
         let last = idx.wrapping_add(1) == self.read_packets(e.wr.length);
         let payload = pkt.payload();
-        if pkt.opcode().position().is_end() != last
+        // A READ asked for in several requests (a narrowed window, a retry for a gap) gets
+        // an end before its last response too; a full payload shows that is one.
+        let end = pkt.opcode().position().is_end();
+        if (end != last && (last || expected != mtu))
             || usize::try_from(expected).ok() != Some(payload.len())
         {
             self.fail(k, WcStatus::BadRespErr, out);
@@ -483,7 +497,7 @@ impl<const N: usize> Requester<N> {
         }
         self.comp_psn = psn.next();
         self.finish(k, WcStatus::Success);
-        self.progress(out);
+        self.progress(psn, out);
     }
 
     /// Handles a timer of the send side.

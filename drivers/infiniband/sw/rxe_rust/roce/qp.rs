@@ -225,6 +225,13 @@ impl<const SQ: usize, const RES: usize> QpTransport<SQ, RES> {
         self.responder.is_sending()
     }
 
+    /// Returns the requester's send window, in PSNs (see [`MIN_WINDOW`]).
+    ///
+    /// [`MIN_WINDOW`]: super::requester::MIN_WINDOW
+    pub fn send_window(&self) -> u32 {
+        self.requester.window()
+    }
+
     /// Returns true if `pkt` should be handed to [`QpTransport::receive`] even while
     /// [`QpTransport::is_sending_response`]: a duplicate READ request, answered first.
     pub fn replaces_response(&self, pkt: &Packet<'_>) -> bool {

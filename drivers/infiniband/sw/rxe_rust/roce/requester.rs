@@ -65,6 +65,9 @@ const EARLY_WORDS: usize = (MAX_UNACKED_PSNS / 64) as usize;
 /// The requester asks for an ACK at least every this many packets.
 pub const MAX_PKTS_PER_ACK: u32 = 64;
 
+/// The smallest send window, in PSNs (see [`Requester::window`]).
+pub const MIN_WINDOW: u32 = 2;
+
 /// A send work request as the requester keeps it: a validated WQE without its buffers.
 ///
 /// The buffers stay with the caller, who names them by `slot` when the
@@ -211,6 +214,18 @@ pub struct Requester<const N: usize> {
     /// that were sent before the second PSN (the send position before the retry) are not
     /// sent again; their responses are on their way.
     pub(super) resend: Option<(Psn, Psn)>,
+    /// The send window: the most PSNs outstanding, from [`MIN_WINDOW`] to
+    /// [`MAX_UNACKED_PSNS`]. Not in the IBTA: on a link that loses or reorders, every
+    /// retry is go-back-N (the responder drops what follows a gap), so each costs
+    /// what is in flight. A retry halves the window (a local ACK timeout drops it to
+    /// the minimum) and progress widens it again, as TCP's congestion window does; a
+    /// link that loses nothing never leaves the full window.
+    pub(super) window: u32,
+    /// Below this, progress widens the window by what it acknowledges; above, by one
+    /// PSN per window acknowledged.
+    pub(super) window_threshold: u32,
+    /// PSNs acknowledged towards the next one-PSN widening.
+    pub(super) window_acked: u32,
     pub(super) error: bool,
 }
 
@@ -244,6 +259,9 @@ impl<const N: usize> Requester<N> {
             early: [0; EARLY_WORDS],
             gap_until: None,
             resend: None,
+            window: MAX_UNACKED_PSNS,
+            window_threshold: MAX_UNACKED_PSNS,
+            window_acked: 0,
             error: false,
         }
     }
@@ -380,7 +398,29 @@ impl<const N: usize> Requester<N> {
                 break;
             }
         }
+        if self.transport() == Transport::Rc
+            && !self.error
+            && self.rnr_wait.is_none()
+            && self.retrans_deadline.is_none()
+            && self.next_psn != self.comp_psn
+        {
+            // A retry that could send nothing yet (the window, or a READ waiting for its
+            // earlier responses) still needs its timer.
+            self.arm_retransmit(out);
+        }
         self.retire(out);
+    }
+
+    /// Starts the local ACK timer.
+    fn arm_retransmit<O>(&mut self, out: &mut O)
+    where
+        O: Output + Clock + ?Sized,
+    {
+        if let Some(nanos) = self.ack_timeout.nanos() {
+            let deadline = out.now().after_nanos(nanos);
+            self.retrans_deadline = Some(deadline);
+            out.arm(TimerId::Retransmit, deadline);
+        }
     }
 
     /// Moves the send position of the READ `entry` past the responses that arrived ahead of
@@ -488,7 +528,8 @@ impl<const N: usize> Requester<N> {
         let wr = entry.wr;
         let rc = self.transport() == Transport::Rc;
         let psn = entry.first_psn.add(self.cur_pkt);
-        if rc && psn.distance_from(self.comp_psn) >= MAX_UNACKED_PSNS {
+        let in_flight = psn.distance_from(self.comp_psn);
+        if rc && in_flight >= self.window {
             return false;
         }
         let mtu = self.mtu.bytes();
@@ -500,21 +541,24 @@ impl<const N: usize> Requester<N> {
         let mut hdr;
         let mut payload_len = 0u32;
         let mut payload_offset = 0u32;
+        // The responses a READ request asks for; other packets use one PSN.
+        let mut read_packets = 1u32;
         let finished;
         match (kind, wr.remote) {
             (MessageKind::RdmaRead, Remote::Rdma { addr, rkey }) => {
                 let Some(op) = Opcode::new(Transport::Rc, Operation::RdmaReadRequest) else {
                     return false;
                 };
+                let Some(count) = self.read_request_packets(&entry, psn, in_flight) else {
+                    return false;
+                };
                 let off = self.cur_pkt.saturating_mul(mtu).min(wr.length);
+                let len = count.saturating_mul(mtu).min(wr.length.wrapping_sub(off));
                 hdr = Outgoing::new(op, psn, dest_qpn, self.pkey);
-                hdr.reth = Some((
-                    addr.wrapping_add(u64::from(off)),
-                    rkey,
-                    wr.length.wrapping_sub(off),
-                ));
+                hdr.reth = Some((addr.wrapping_add(u64::from(off)), rkey, len));
                 hdr.ack_req = true;
-                finished = true;
+                read_packets = count;
+                finished = self.cur_pkt.saturating_add(count) >= entry.npsn;
             }
             (
                 MessageKind::CompareSwap | MessageKind::FetchAdd,
@@ -612,7 +656,12 @@ impl<const N: usize> Requester<N> {
                     }
                     hdr.solicited = wr.flags.contains(SendFlags::SOLICITED);
                 }
-                hdr.ack_req = rc && (last || self.noack_pkts >= MAX_PKTS_PER_ACK);
+                // The last packet the window lets out asks for an ACK, or it would
+                // wait for the timeout.
+                hdr.ack_req = rc
+                    && (last
+                        || self.noack_pkts >= MAX_PKTS_PER_ACK
+                        || in_flight.saturating_add(1) >= self.window);
                 finished = last;
             }
         }
@@ -642,11 +691,7 @@ impl<const N: usize> Requester<N> {
             }
         }
         if rc && self.retrans_deadline.is_none() {
-            if let Some(nanos) = self.ack_timeout.nanos() {
-                let deadline = out.now().after_nanos(nanos);
-                self.retrans_deadline = Some(deadline);
-                out.arm(TimerId::Retransmit, deadline);
-            }
+            self.arm_retransmit(out);
         }
         if finished {
             if !rc {
@@ -656,9 +701,71 @@ impl<const N: usize> Requester<N> {
             }
             self.advance();
         } else {
-            self.cur_pkt = self.cur_pkt.saturating_add(1);
+            self.cur_pkt = self.cur_pkt.saturating_add(read_packets);
         }
         true
+    }
+
+    /// Returns how many responses the READ request of `entry` at `psn` asks for, or `None`
+    /// if it must wait.
+    ///
+    /// In the full window a READ asks for all it has left. In a narrowed one (after a
+    /// retry) it asks for what the window allows, and never past a response that arrived
+    /// ahead of a gap (a retry then asks for the gaps only); its next request waits until
+    /// every earlier PSN is acknowledged, so a READ has one request outstanding and the
+    /// responder's resources (one per request) still cover every outstanding one.
+    fn read_request_packets(&self, entry: &Entry, psn: Psn, in_flight: u32) -> Option<u32> {
+        let left = entry.npsn.saturating_sub(self.cur_pkt).max(1);
+        if self.window >= MAX_UNACKED_PSNS {
+            return Some(left);
+        }
+        if self.cur_pkt > 0 && psn != self.comp_psn {
+            return None;
+        }
+        let mut count = left.min(self.window.saturating_sub(in_flight)).max(1);
+        let mut i = 1;
+        while i < count {
+            if self.is_early(psn.add(i)) {
+                count = i;
+                break;
+            }
+            i = i.wrapping_add(1);
+        }
+        Some(count)
+    }
+
+    /// Narrows the send window for a retry: by half, or to the minimum after a local ACK
+    /// timeout.
+    pub(super) fn narrow_window(&mut self, timeout: bool) {
+        self.window_threshold = (self.window / 2).max(MIN_WINDOW);
+        self.window = if timeout {
+            MIN_WINDOW
+        } else {
+            self.window_threshold
+        };
+        self.window_acked = 0;
+    }
+
+    /// Widens the send window for `acked` PSNs acknowledged.
+    pub(super) fn widen_window(&mut self, acked: u32) {
+        if self.window < self.window_threshold {
+            self.window = self.window.saturating_add(acked).min(self.window_threshold);
+            return;
+        }
+        self.window_acked = self.window_acked.saturating_add(acked);
+        while self.window < MAX_UNACKED_PSNS && self.window_acked >= self.window {
+            self.window_acked = self.window_acked.saturating_sub(self.window);
+            self.window = self.window.saturating_add(1);
+        }
+        if self.window >= MAX_UNACKED_PSNS {
+            self.window = MAX_UNACKED_PSNS;
+            self.window_acked = 0;
+        }
+    }
+
+    /// Returns the send window, in PSNs.
+    pub fn window(&self) -> u32 {
+        self.window
     }
 
     /// Marks the WQE at `i` done, releasing its read/atomic credit.

@@ -368,17 +368,39 @@ impl<const R: usize> Responder<R> {
                     self.reread(pkt, mem, out);
                     return;
                 };
-                if let (ResourceKind::Read { rkey, .. }, Some(reth)) = (res.kind, pkt.reth()) {
-                    if reth.rkey() != rkey {
-                        out.count(Counter::DroppedPackets);
-                        return;
-                    }
+                let (ResourceKind::Read { va, rkey, len }, Some(reth)) = (res.kind, pkt.reth())
+                else {
+                    out.count(Counter::DroppedPackets);
+                    return;
+                };
+                if reth.rkey() != rkey {
+                    out.count(Counter::DroppedPackets);
+                    return;
                 }
-                self.flush_ack(out);
+                // The duplicate asks from its PSN on, for its own length: a requester
+                // that asks again for a gap only gets the gap. A zero length, or more
+                // than is left, gets the rest of the original READ.
                 let start = psn.distance_from(res.first_psn);
+                let offset = start.saturating_mul(self.mtu.bytes());
+                let rest = len.saturating_sub(offset);
+                let want = match reth.dma_len() {
+                    0 => rest,
+                    n => n.min(rest),
+                };
+                let replay = Resource {
+                    first_psn: psn,
+                    npsn: packets_for(want, self.mtu.bytes()).min(res.npsn.saturating_sub(start)),
+                    msn: res.msn,
+                    kind: ResourceKind::Read {
+                        va: va.wrapping_add(u64::from(offset)),
+                        rkey,
+                        len: want,
+                    },
+                };
+                self.flush_ack(out);
                 // A failure here is a failure of the original read too; the
                 // requester times out.
-                let _ = self.send_read_responses(&res, start, start, true, mem, out);
+                let _ = self.send_read_responses(&replay, 0, 0, true, mem, out);
             }
             OpClass::Atomic => {
                 let found =
