@@ -54,9 +54,10 @@ use kernel::{
         SpinLockIrq, //
     },
     time::{
+        jiffies,
         msecs_to_jiffies,
-        Instant,
-        Monotonic, //
+        Jiffies,
+        NSEC_PER_JIFFY, //
     },
     workqueue::{
         self,
@@ -107,7 +108,8 @@ pub(crate) struct Engine {
     /// The netdevice the device's packets leave through.
     ndev: ARef<NetDevice>,
     mac: [u8; 6],
-    origin: Instant<Monotonic>,
+    /// The jiffies counter when the engine was made: the transports' clock starts there.
+    origin: Jiffies,
     /// Serialises atomic operations (a read and a write of the target) across queue pairs.
     #[pin]
     atomics: SpinLockIrq<()>,
@@ -131,16 +133,23 @@ impl Engine {
                 counters,
                 ndev,
                 mac,
-                origin: Instant::now(),
+                origin: jiffies(),
                 atomics <- new_spinlock_irq!(()),
             }),
             GFP_KERNEL,
         )
     }
 
-    /// Nanoseconds since the engine was made: the transports' clock.
+    /// Nanoseconds since the engine was made, in whole jiffies: the transports' clock.
+    ///
+    /// Their timers are delayed work, which counts in jiffies, so a finer clock would buy
+    /// nothing; and the jiffies counter is a memory read, where a clock device read may be
+    /// an emulated device access (a VM whose TSC was found unstable reads the HPET), once or
+    /// more per run.
     fn now(&self) -> u64 {
-        u64::try_from(self.origin.elapsed().as_nanos()).unwrap_or(0)
+        u64::try_from(jiffies().wrapping_sub(self.origin))
+            .unwrap_or(u64::MAX)
+            .saturating_mul(NSEC_PER_JIFFY)
     }
 
     fn env<'a>(&'a self, qp: &'a QpShared) -> Env<'a> {
