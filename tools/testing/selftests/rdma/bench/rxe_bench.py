@@ -508,6 +508,15 @@ def perftest_version():
         return "unknown"
 
 
+def clocksource():
+    """Returns the kernel's current clocksource."""
+    try:
+        with open("/sys/devices/system/clocksource/clocksource0/current_clocksource") as f:
+            return f.read().strip()
+    except OSError:
+        return "unknown"
+
+
 def cmd_run(opts):
     runs = selected(opts)
     meta = {
@@ -524,6 +533,7 @@ def cmd_run(opts):
         "drivers": opts.drivers,
         "run_timeout": opts.run_timeout,
         "label": opts.label,
+        "clocksource": clocksource(),
     }
     log(f"bench: {len(runs)} runs x {opts.reps} reps x {len(opts.drivers)} drivers x "
         f"{len(opts.paths)} paths; kernel {meta['kernel']} ({meta['flavor']}), "
@@ -567,6 +577,12 @@ def cmd_run(opts):
     if "veth" in opts.paths:
         for ns in NS:
             sh(["ip", "netns", "del", ns])
+    # TCG may make the clocksource watchdog drop the TSC for the HPET, whose every read
+    # is an emulated device access: the figures before and after do not compare.
+    meta["clocksource_end"] = clocksource()
+    if meta["clocksource_end"] != meta["clocksource"]:
+        log(f"bench: the clocksource changed during the run: {meta['clocksource']} -> "
+            f"{meta['clocksource_end']}")
     raw = {"meta": meta, "memcpy": mem, "runs": r.results,
            "catalogue": {x.id: {"prog": x.prog, "size": x.size, "q": x.q, "kind": x.kind}
                          for x in runs},
@@ -640,7 +656,10 @@ def table(summary):
     m = summary["meta"]
     out = [f"rdma_rxe (C) vs rdma_rxe_rust (Rust), perftest {m['perftest']}, kernel "
            f"{m['kernel']} ({m['flavor']}), {m['vcpus']} vCPUs, median of {m['reps']} "
-           f"rep(s){', quick' if m.get('quick') else ''}",
+           f"rep(s){', quick' if m.get('quick') else ''}, clocksource "
+           f"{m.get('clocksource', '?')}"
+           + (f" -> {m['clocksource_end']}"
+              if m.get("clocksource_end", m.get("clocksource")) != m.get("clocksource") else ""),
            "Rust/C: ratio of the medians; '<' marks a figure where Rust is behind "
            "(lower bandwidth, higher latency). ± is half the spread of the repetitions.",
            ""]
