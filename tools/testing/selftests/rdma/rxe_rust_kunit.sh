@@ -26,7 +26,8 @@ modprobe $RXE_RUST
 suites=$(ls -d /sys/kernel/debug/kunit/rdma_rxe_rust* \
 	/sys/kernel/debug/kunit/rust_kernel_spinlock_irq \
 	/sys/kernel/debug/kunit/rust_kernel_rdma_wc_sink \
-	/sys/kernel/debug/kunit/rust_kernel_rdma_virt_dma 2>/dev/null)
+	/sys/kernel/debug/kunit/rust_kernel_rdma_virt_dma \
+	/sys/kernel/debug/kunit/rust_kernel_rdma_user_buffer 2>/dev/null)
 ktap_print_header
 if [ -z "$suites" ]; then
 	ktap_set_plan 1
