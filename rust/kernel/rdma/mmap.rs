@@ -107,18 +107,26 @@ impl UserBuffer {
         unsafe { AtomicU64::from_ptr(self.ptr.as_ptr().cast::<u64>().add(i)) }
     }
 
-    /// Replaces the bytes of word `i` that `mask` selects with those of `bits`, atomically
-    /// with respect to every other access of the word.
+    /// Replaces the bytes of word `i` that `mask` selects with those of `bits`.
+    ///
+    /// A compare-exchange of the whole word keeps the other bytes as another thread wrote
+    /// them. It is tried a bounded number of times: user space can write the word in a loop
+    /// (on load-linked/store-conditional machines any store to the line fails it), and the
+    /// kernel must not spin on it. Then the word is stored whole, with the other bytes as
+    /// last read: a racing writer of those bytes may lose its write, which is its own
+    /// business (user space) or a caller's bug (kernel), and never undefined behaviour.
     fn merge(&self, i: usize, mask: u64, bits: u64, order: Ordering) {
+        const TRIES: usize = 4;
         let w = self.word(i);
         let mut old = w.load(Ordering::Relaxed);
-        loop {
+        for _ in 0..TRIES {
             let new = (old & !mask) | (bits & mask);
             match w.compare_exchange_weak(old, new, order, Ordering::Relaxed) {
                 Ok(_) => return,
                 Err(x) => old = x,
             }
         }
+        w.store((old & !mask) | (bits & mask), order);
     }
 
     /// Returns the word index and the bit shift of the `u32` at `offset`, 4-aligned.

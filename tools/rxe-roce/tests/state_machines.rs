@@ -1453,3 +1453,50 @@ fn a_read_asked_in_two_requests_completes() {
     assert_eq!(a.mem.local[SLOT..SLOT + 600], b.mem.remote[1000..1600]);
     assert_eq!(b.count(Counter::DuplicateRequest), 0, "two new requests");
 }
+
+#[test]
+fn acknowledgement_past_the_send_position_moves_it_up() {
+    let (mut a, mut b) = pair(QpType::Rc, 7, 7);
+    a.post(wr(
+        0,
+        WrOpcode::RdmaWrite,
+        Remote::Rdma {
+            addr: REMOTE,
+            rkey: RKEY,
+        },
+        8 * 256,
+    ));
+    let sent = a.take_sent();
+    assert_eq!(sent.len(), 8);
+    // The responder gets the first five; its acknowledgement is lost.
+    b.deliver(&sent[..5]);
+    let _lost = b.take_sent();
+    // The timeout goes back with the smallest window: two packets, duplicates to `b`,
+    // which acknowledges all five.
+    a.fire(TimerId::Retransmit);
+    let again = a.take_sent();
+    assert_eq!(again.len(), MIN_WINDOW as usize);
+    b.deliver(&again);
+    a.deliver(&b.take_sent());
+    // The rest goes out at once from the first PSN `b` lacks, not after another timeout.
+    let rest = a.take_sent();
+    assert!(
+        !rest.is_empty(),
+        "the send position caught up with the acknowledgement"
+    );
+    assert_eq!(
+        Packet::parse(&rest[0]).unwrap().psn(),
+        Packet::parse(&sent[5]).unwrap().psn()
+    );
+    b.deliver(&rest);
+    let mut out = b.take_sent();
+    while !out.is_empty() {
+        a.deliver(&out);
+        let more = a.take_sent();
+        b.deliver(&more);
+        out = b.take_sent();
+    }
+    assert_eq!(a.sends_done(), [(0, WcStatus::Success)]);
+    assert_eq!(a.count(Counter::Retry), 1);
+    assert_eq!(b.mem.remote[..8 * 256], a.mem.local[..8 * 256]);
+}

@@ -54,9 +54,8 @@ use kernel::{
         SpinLockIrq, //
     },
     time::{
-        jiffies,
+        jiffies_64,
         msecs_to_jiffies,
-        Jiffies,
         NSEC_PER_JIFFY, //
     },
     workqueue::{
@@ -108,8 +107,8 @@ pub(crate) struct Engine {
     /// The netdevice the device's packets leave through.
     ndev: ARef<NetDevice>,
     mac: [u8; 6],
-    /// The jiffies counter when the engine was made: the transports' clock starts there.
-    origin: Jiffies,
+    /// The 64-bit jiffies counter when the engine was made: the transports' clock starts there.
+    origin: u64,
     /// Serialises atomic operations (a read and a write of the target) across queue pairs.
     #[pin]
     atomics: SpinLockIrq<()>,
@@ -133,7 +132,7 @@ impl Engine {
                 counters,
                 ndev,
                 mac,
-                origin: jiffies(),
+                origin: jiffies_64(),
                 atomics <- new_spinlock_irq!(()),
             }),
             GFP_KERNEL,
@@ -147,8 +146,8 @@ impl Engine {
     /// an emulated device access (a VM whose TSC was found unstable reads the HPET), once or
     /// more per run.
     fn now(&self) -> u64 {
-        u64::try_from(jiffies().wrapping_sub(self.origin))
-            .unwrap_or(u64::MAX)
+        jiffies_64()
+            .wrapping_sub(self.origin)
             .saturating_mul(NSEC_PER_JIFFY)
     }
 

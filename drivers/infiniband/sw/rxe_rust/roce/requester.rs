@@ -359,6 +359,7 @@ impl<const N: usize> Requester<N> {
         M: MemoryAccess + ?Sized,
         O: Output + Clock + ?Sized,
     {
+        self.catch_up();
         while !self.error && self.rnr_wait.is_none() {
             let i = self.cur;
             let Some(entry) = self.entry(i).copied() else {
@@ -420,6 +421,30 @@ impl<const N: usize> Requester<N> {
             let deadline = out.now().after_nanos(nanos);
             self.retrans_deadline = Some(deadline);
             out.arm(TimerId::Retransmit, deadline);
+        }
+    }
+
+    /// Moves the send position up to `comp_psn` if acknowledgements overtook it.
+    ///
+    /// After a retry went back, the responder answers the first duplicates by acknowledging
+    /// all it had received: what lies before `comp_psn` needs no resending, and a send
+    /// position left behind it would wait on the window (its distance from `comp_psn`
+    /// wraps) until the next timeout.
+    fn catch_up(&mut self) {
+        if self.transport() != Transport::Rc || !self.send_position().is_before(self.comp_psn) {
+            return;
+        }
+        let mut k = self.cur;
+        while let Some(e) = self.entry(k).copied() {
+            if !e.assigned {
+                break;
+            }
+            if e.done.is_none() && e.contains(self.comp_psn) {
+                self.cur = k;
+                self.cur_pkt = self.comp_psn.distance_from(e.first_psn);
+                return;
+            }
+            k = k.wrapping_add(1);
         }
     }
 
@@ -711,16 +736,17 @@ impl<const N: usize> Requester<N> {
     ///
     /// In the full window a READ asks for all it has left. In a narrowed one (after a
     /// retry) it asks for what the window allows, and never past a response that arrived
-    /// ahead of a gap (a retry then asks for the gaps only); its next request waits until
-    /// every earlier PSN is acknowledged, so a READ has one request outstanding and the
-    /// responder's resources (one per request) still cover every outstanding one.
+    /// ahead of a gap (a retry then asks for the gaps only). A request from the middle of a
+    /// READ waits until every earlier PSN is acknowledged, whatever the window: a READ has
+    /// one request outstanding, so the responder's resources (one per request, the oldest
+    /// reused, as the C driver's) still cover every outstanding one.
     fn read_request_packets(&self, entry: &Entry, psn: Psn, in_flight: u32) -> Option<u32> {
         let left = entry.npsn.saturating_sub(self.cur_pkt).max(1);
-        if self.window >= MAX_UNACKED_PSNS {
-            return Some(left);
-        }
         if self.cur_pkt > 0 && psn != self.comp_psn {
             return None;
+        }
+        if self.window >= MAX_UNACKED_PSNS {
+            return Some(left);
         }
         let mut count = left.min(self.window.saturating_sub(in_flight)).max(1);
         let mut i = 1;
