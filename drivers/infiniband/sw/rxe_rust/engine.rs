@@ -34,7 +34,10 @@ use crate::{
         with_io,
         with_io_budget,
         Env,
+        Io,
+        Mem,
         Packet,
+        Roce,
         Transport, //
     },
 };
@@ -348,10 +351,37 @@ impl Engine {
         tx: &mut KVec<u8>,
         out: &mut KVec<Packet>,
     ) -> bool {
+        self.step(qp, t, tx, out, |roce, mem, io| {
+            roce.resume_response(mem, io)
+        })
+    }
+
+    /// Ends a run's batch of received packets: sends the one ACK that covers them all (the
+    /// responder coalesces them); returns whether the transport failed.
+    fn end_batch(
+        &self,
+        qp: &QpShared,
+        t: &mut Transport,
+        tx: &mut KVec<u8>,
+        out: &mut KVec<Packet>,
+    ) -> bool {
+        self.step(qp, t, tx, out, |roce, _mem, io| roce.end_of_batch(io))
+    }
+
+    /// Runs `f` on the transport of `qp`, letting it emit at most [`SEND_BUDGET`] packets;
+    /// returns whether the transport failed.
+    fn step(
+        &self,
+        qp: &QpShared,
+        t: &mut Transport,
+        tx: &mut KVec<u8>,
+        out: &mut KVec<Packet>,
+        f: impl FnOnce(&mut Roce, &mut Mem<'_>, &mut Io<'_>),
+    ) -> bool {
         let env = self.env(qp);
         let budget = Some(SEND_BUDGET);
         let (failed, _) = with_io_budget(t, &env, tx, out, budget, None, |roce, mem, io| {
-            roce.resume_response(mem, io);
+            f(roce, mem, io);
             roce.state() == TransportState::Error
         });
         failed
@@ -383,7 +413,6 @@ impl Engine {
         let budget = Some(SEND_BUDGET);
         with_io_budget(t, &env, tx, out, budget, grh, |roce, mem, io| {
             roce.receive(&pkt, mem, io);
-            roce.end_of_batch(io);
             roce.state() == TransportState::Error
         })
         .0
@@ -607,6 +636,7 @@ impl QpShared {
         // it, the timer would resend what the acknowledgement covers.
         let arrived = !packets.is_empty();
         let mut backlog = core::mem::take(&mut t.backlog);
+        let mut received = false;
         if self.can_receive() {
             // Held back packets first, then the new ones, in order: none is handled while a
             // READ response waits for transmit buffers (requests must not overtake it), but a
@@ -620,7 +650,11 @@ impl QpShared {
                     continue;
                 }
                 end.failed |= engine.receive(self, t, &pkt, &mut tx, &mut end.out);
+                received = true;
                 pkt.consume();
+            }
+            if received {
+                end.failed |= engine.end_batch(self, t, &mut tx, &mut end.out);
             }
         } else {
             // Not in a state to receive (INIT, or ERR): as C's `check_type_state`.

@@ -112,6 +112,9 @@ pub(crate) const SQ_WINDOW: usize = 32;
 /// RDMA READ and atomic responses the responder keeps for duplicate requests.
 const RESPONDER_RESOURCES: usize = 16;
 
+/// The protocol core's transport of a queue pair, as this driver sizes it.
+pub(crate) type Roce = QpTransport<SQ_WINDOW, RESPONDER_RESOURCES>;
+
 // The protocol state is built on the stack of `modify_qp` before it moves to the heap: keep it
 // small.
 const _: () = assert!(core::mem::size_of::<QpTransport<SQ_WINDOW, RESPONDER_RESOURCES>>() <= 4096);
@@ -378,7 +381,7 @@ pub(crate) fn with_io<R>(
     env: &Env<'_>,
     tx: &mut KVec<u8>,
     out: &mut KVec<Packet>,
-    f: impl FnOnce(&mut QpTransport<SQ_WINDOW, RESPONDER_RESOURCES>, &mut Mem<'_>, &mut Io<'_>) -> R,
+    f: impl FnOnce(&mut Roce, &mut Mem<'_>, &mut Io<'_>) -> R,
 ) -> R {
     with_io_budget(t, env, tx, out, None, None, f).0
 }
@@ -397,7 +400,7 @@ pub(crate) fn with_io_budget<R>(
     out: &mut KVec<Packet>,
     budget: Option<usize>,
     grh: Option<[u8; GRH_LEN]>,
-    f: impl FnOnce(&mut QpTransport<SQ_WINDOW, RESPONDER_RESOURCES>, &mut Mem<'_>, &mut Io<'_>) -> R,
+    f: impl FnOnce(&mut Roce, &mut Mem<'_>, &mut Io<'_>) -> R,
 ) -> (R, bool) {
     let Transport {
         qp,

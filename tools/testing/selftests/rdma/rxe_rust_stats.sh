@@ -3,13 +3,16 @@
 #
 # Port counters: rdma_rxe_rust names the same counters as the C driver, in
 # the same order, and after the same link flaps both show the same values
-# (link_downed moves; nothing else does without traffic).
+# (link_downed moves; nothing else does without traffic). And rdma_rxe_rust
+# coalesces ACKs: one run of the responder answers every request it handled
+# with one ACK, where the C driver sends one per message.
 
 source "$(dirname "$0")/rxe_rust_lib.sh"
 
 tmp=$(mktemp -d)
 cleanup() {
 	rdma link del rxv 2>/dev/null
+	rdma link del rxl 2>/dev/null
 	ip link del va 2>/dev/null
 	rm -rf "$tmp"
 	unload_all
@@ -34,8 +37,32 @@ counters_after_flaps() {
 		rdma link del rxv && ip link del va && rmmod "$1"
 }
 
+listening() {
+	ss -Hltn "sport = :$1" | grep -q .
+}
+
+# Runs ib_write_bw of $2 64-byte RDMA WRITEs between two QPs of a device of
+# driver $1 on lo; writes the packets the device sent beyond the WRITEs (its
+# ACKs: all other packets are the WRITEs, one each) to $tmp/acks.
+acks_of_writes() {
+	local n=$2 spid sent
+	modprobe "$1" && ip link set lo up &&
+		rdma link add rxl type rxe netdev lo &&
+		wait_for port_state rxl ACTIVE || return 1
+	timeout 300 ib_write_bw -d rxl -x 1 -s 64 -n "$n" -F -p 18620 >"$tmp/srv" 2>&1 &
+	spid=$!
+	wait_for listening 18620 &&
+		timeout 300 ib_write_bw -d rxl -x 1 -s 64 -n "$n" -F -p 18620 127.0.0.1 \
+			>"$tmp/cli" 2>&1 &&
+		wait $spid || { cat "$tmp/srv" "$tmp/cli"; return 1; }
+	sent=$(cat /sys/class/infiniband/rxl/ports/1/hw_counters/sent_pkts)
+	echo $((sent - n)) >"$tmp/acks"
+	echo "$n WRITEs, $sent packets sent, $((sent - n)) ACKs"
+	rdma link del rxl && rmmod "$1"
+}
+
 ktap_print_header
-ktap_set_plan 5
+ktap_set_plan 7
 unload_all
 
 fns="$(declare -f wait_for port_state counters_after_flaps)"
@@ -47,4 +74,10 @@ check "the C driver's counters include link_downed" grep -q 'link_downed [1-9]' 
 check "rdma_rxe_rust counted the port going down (link_downed > 0)" \
 	grep -q 'link_downed [1-9]' "$tmp/rust"
 check "same counter names, order and values as the C driver" diff -u "$tmp/c" "$tmp/rust"
+
+writes=5000
+check "rdma_rxe_rust: loopback ib_write_bw of $writes 64-byte WRITEs completes" \
+	acks_of_writes $RXE_RUST $writes
+check "rdma_rxe_rust: ACKs coalesced (fewer than one per two WRITEs)" \
+	test "$(cat "$tmp/acks" 2>/dev/null || echo $writes)" -lt $((writes / 2))
 ktap_finished
