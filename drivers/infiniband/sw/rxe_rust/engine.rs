@@ -38,7 +38,8 @@ use crate::{
         Mem,
         Packet,
         Roce,
-        Transport, //
+        Transport,
+        SQ_WINDOW, //
     },
 };
 use kernel::{
@@ -79,6 +80,9 @@ pub(crate) const RUN: u64 = 1;
 /// Runs a doorbell or a received packet may do in the caller's context, one after the other
 /// while something waits; then the work item takes over.
 const INLINE_RUNS: usize = 2;
+
+/// Runs `destroy_qp` may do to send what the send queue still holds (see [`QpShared::drain`]).
+const DRAIN_RUNS: usize = 256;
 
 /// What waits for a queue pair's run.
 #[derive(Default)]
@@ -303,27 +307,41 @@ impl Engine {
         let mut bad = None;
         let budget = Some(SEND_BUDGET);
         let (failed, ran_dry) = with_io_budget(t, &env, tx, out, budget, None, |roce, mem, io| {
-            while roce.requester.outstanding() < crate::transport::SQ_WINDOW {
-                let Some(wr) = mem.next_send_wr(next) else {
-                    break;
-                };
-                let index = next;
-                next = qp.next_sq_index(next);
-                let posted = match wr {
-                    // A datagram's address handle must exist and be in the QP's domain.
-                    Ok(wr) if !self.ah_usable(qp, &wr.remote) => false,
-                    Ok(wr) => roce.post_send(wr, mem, io).is_ok(),
-                    Err(()) => false,
-                };
-                if !posted {
-                    // A malformed WQE: what came before it is flushed, it completes with a
-                    // local QP operation error, and the QP goes to ERR.
-                    roce.fail(io);
-                    bad = Some(index);
+            // A datagram or UC message completes once sent, which makes room in the window
+            // again: a post list longer than the window goes on here, within the budget, as
+            // no acknowledgement will come to run the queue pair for the rest. A round that
+            // completes nothing ends it, so the rounds are bounded as well.
+            for _ in 0..SEND_BUDGET {
+                while roce.requester.outstanding() < SQ_WINDOW {
+                    let Some(wr) = mem.next_send_wr(next) else {
+                        break;
+                    };
+                    let index = next;
+                    next = qp.next_sq_index(next);
+                    let posted = match wr {
+                        // A datagram's address handle must exist and be in the QP's domain.
+                        Ok(wr) if !self.ah_usable(qp, &wr.remote) => false,
+                        Ok(wr) => roce.post_send(wr, mem, io).is_ok(),
+                        Err(()) => false,
+                    };
+                    if !posted {
+                        // A malformed WQE: what came before it is flushed, it completes with
+                        // a local QP operation error, and the QP goes to ERR.
+                        roce.fail(io);
+                        bad = Some(index);
+                        break;
+                    }
+                }
+                let waiting = roce.requester.outstanding();
+                roce.run(mem, io);
+                if bad.is_some()
+                    || io.ran_dry()
+                    || roce.state() == TransportState::Error
+                    || roce.requester.outstanding() >= waiting
+                {
                     break;
                 }
             }
-            roce.run(mem, io);
             roce.state() == TransportState::Error
         });
         t.sq_read = next;
@@ -712,6 +730,28 @@ impl QpShared {
         };
         drop_unallocated(end.batch);
         end.more || waiting
+    }
+
+    /// Sends what the send queue still holds, as far as the transport can without its peer,
+    /// before the queue pair goes (process context).
+    ///
+    /// A datagram posted before `destroy_qp` is not lost for want of a run: mckey's sender
+    /// destroys its queue pair as soon as its sends are posted, while the work item may still
+    /// hold them. The C driver drains its tasks the same way. Bounded by [`DRAIN_RUNS`] runs
+    /// of [`SEND_BUDGET`] packets; a reliable connection stops at its full window.
+    pub(crate) fn drain(self: &Arc<Self>) {
+        for _ in 0..DRAIN_RUNS {
+            self.inbox.lock().kicked = true;
+            let mut guard = self.transport.lock();
+            let end = self.run_once(&mut guard);
+            drop(guard);
+            let more = end.more;
+            // What came in meanwhile is dropped by `stop`: only the send queue matters here.
+            let _ = self.finish_run(end);
+            if !more {
+                return;
+            }
+        }
     }
 
     /// Stops scheduling for good, waits for the timer and the run, and drops what waits:

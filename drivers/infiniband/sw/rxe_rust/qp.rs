@@ -1051,6 +1051,7 @@ impl RxeQp {
     /// A queue pair attached to a multicast group never gets here: the core counts the
     /// attachments in its use count and refuses the destroy first (IBA o10-2.2.3).
     fn destroy(&self) {
+        self.shared.drain();
         // Waits for a run that is using it; dropped after the unlock.
         let old = self.shared.transport.lock().take();
         drop(old);

@@ -654,6 +654,13 @@ pub(crate) struct Io<'a> {
     grh: Option<[u8; GRH_LEN]>,
 }
 
+impl Io<'_> {
+    /// Returns whether a packet was refused because the budget was spent.
+    pub(crate) fn ran_dry(&self) -> bool {
+        self.ran_dry
+    }
+}
+
 fn timer_index(t: TimerId) -> usize {
     match t {
         TimerId::Retransmit => 0,

@@ -19,6 +19,8 @@ Things rdma-core's suite does not exercise:
   start (reaching a byte must not cost more the further it is);
 - receiving through an SRQ, and its limit event when it runs low;
 - a user datagram to QP1 (the kernel's MAD layer): it must not break QP1;
+- a UD post list of 512 unsignaled SENDs, then the sender's QP destroyed at
+  once (as mckey's sender does): every datagram is still sent and received;
 - receives flushed by the error state complete with IBV_WC_WR_FLUSH_ERR and
   leave rdma_recvs alone (it counts receives that completed with success).
 Each driver must give the same outcomes and move the same counters.
@@ -108,6 +110,22 @@ class Pair:
 
     def mr(self, size):
         return MR(self.pd, size, ACCESS)
+
+    def ah(self):
+        """An address handle to this device's GID."""
+        return AH(self.pd, attr=AHAttr(gr=GlobalRoute(dgid=self.gid, sgid_index=GID_INDEX),
+                                       is_global=1, port_num=1))
+
+
+def ud_to_rts(qp, qkey):
+    """Moves the UD QP qp to RTS with Q_Key qkey; returns the attributes it used."""
+    attr = QPAttr()
+    attr.qp_state = e.IBV_QPS_INIT
+    attr.pkey_index = 0
+    attr.port_num = 1
+    attr.qkey = qkey
+    qp.to_rts(attr)
+    return attr
 
 
 def async_event(ctx, seconds):
@@ -203,6 +221,7 @@ def scenario(drv):
     uc_burst_scenario(drv, p)
     srq_scenario(drv, p)
     gsi_scenario(drv, p)
+    ud_destroy_scenario(drv, p)
     for o in (lost, p.a, p.b, src, dst, a_buf, b_buf, back, p.cq, p.pd):
         o.close()
     ctx.close()
@@ -383,14 +402,8 @@ def gsi_scenario(drv, p):
     Then a datagram through another PD's address handle: refused."""
     cap = QPCap(max_send_wr=4, max_recv_wr=4, max_send_sge=1, max_recv_sge=1)
     ud = QP(p.pd, QPInitAttr(qp_type=e.IBV_QPT_UD, scq=p.cq, rcq=p.cq, cap=cap))
-    attr = QPAttr()
-    attr.qp_state = e.IBV_QPS_INIT
-    attr.pkey_index = 0
-    attr.port_num = 1
-    attr.qkey = 0x11111111
-    ud.to_rts(attr)
-    ah = AH(p.pd, attr=AHAttr(gr=GlobalRoute(dgid=p.gid, sgid_index=GID_INDEX),
-                              is_global=1, port_num=1))
+    attr = ud_to_rts(ud, 0x11111111)
+    ah = p.ah()
     buf = p.mr(256)
     buf.write(os.urandom(256), 256)
     wr = SendWR(wr_id=66, opcode=e.IBV_WR_SEND, num_sge=1,
@@ -422,6 +435,45 @@ def gsi_scenario(drv, p):
         check(f"{drv}: ... with IBV_WC_LOC_QP_OP_ERR, the error that caused it",
               len(w) == 1 and w[0].status == e.IBV_WC_LOC_QP_OP_ERR, f"{got}")
     for o in (ud, ud2, ah, foreign, other, buf):
+        o.close()
+
+
+def ud_destroy_scenario(drv, p):
+    """A UD post list of N unsignaled SENDs and the QP destroyed right after the post: the
+    datagrams the doorbell left to the worker must still go out."""
+    n = 512
+    rcq, scq = CQ(p.ctx, n), CQ(p.ctx, n)
+    rx = QP(p.pd, QPInitAttr(qp_type=e.IBV_QPT_UD, scq=rcq, rcq=rcq,
+                             cap=QPCap(max_send_wr=1, max_recv_wr=n)))
+    tx = QP(p.pd, QPInitAttr(qp_type=e.IBV_QPT_UD, scq=scq, rcq=scq, sq_sig_all=0,
+                             cap=QPCap(max_send_wr=n, max_recv_wr=1)))
+    for qp in (rx, tx):
+        ud_to_rts(qp, 0x22222222)
+    ah = p.ah()
+    # Each receive buffer starts with the 40-byte GRH slot; the payload is its index.
+    size = 40 + 8
+    bufs = p.mr(n * size)
+    for i in range(n):
+        rx.post_recv(RecvWR(wr_id=i, num_sge=1, sg=[SGE(bufs.buf + i * size, size, bufs.lkey)]))
+    src = p.mr(n * 8)
+    src.write(b"".join(i.to_bytes(8, "little") for i in range(n)), n * 8)
+    # The list links the WRs' C structures: `wrs` keeps every one alive through the post.
+    wrs = []
+    for i in reversed(range(n)):
+        wr = SendWR(wr_id=1000 + i, opcode=e.IBV_WR_SEND, num_sge=1,
+                    sg=[SGE(src.buf + i * 8, 8, src.lkey)], next_wr=wrs[-1] if wrs else None)
+        wr.set_wr_ud(ah, rx.qp_num, 0x22222222)
+        wrs.append(wr)
+    tx.post_send(wrs[-1])
+    tx.close()
+    w = poll(rcq, n, timeout=20)
+    ok = [x for x in w if x.status == e.IBV_WC_SUCCESS]
+    got = sorted(int.from_bytes(bufs.read(8, x.wr_id * size + 40), "little") for x in ok)
+    check(f"{drv}: {n} datagrams posted in one list, then the sender's QP destroyed: all {n} received",
+          len(ok) == n and got == list(range(n)),
+          f"{len(ok)} received, {len(w) - len(ok)} failed, "
+          f"missing: {sorted(set(range(n)) - set(got))[:4]}")
+    for o in (rx, ah, bufs, src, rcq, scq):
         o.close()
 
 
