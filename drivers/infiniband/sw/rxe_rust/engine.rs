@@ -25,6 +25,10 @@ use crate::{
     },
     roce::{
         io::TimerId,
+        opcode::{
+            OpClass,
+            Opcode, //
+        },
         packet::Packet as RocePacket,
         qp::TransportState,
         wqe::Remote, //
@@ -242,7 +246,9 @@ impl Engine {
     /// Sets the timer of `qp` for the earliest deadline of its transport, unless it is set
     /// for that one already.
     fn note_timers(&self, qp: &Arc<QpShared>, t: &mut Transport) {
-        let Some(deadline) = t.timers.iter().flatten().copied().min() else {
+        let early = t.early_deadline();
+        let Some(deadline) = Iterator::chain(t.timers.iter().flatten().copied(), early).min()
+        else {
             return;
         };
         // Only an earlier deadline moves the timer: a later one (a retransmit deadline pushed
@@ -344,6 +350,9 @@ impl Engine {
             }
             roce.state() == TransportState::Error
         });
+        if next != t.sq_read {
+            t.note_turn();
+        }
         t.sq_read = next;
         SendRun {
             failed,
@@ -437,6 +446,14 @@ impl Engine {
     }
 }
 
+/// Returns `Some(ends)` if `bytes` is a SEND or RDMA WRITE request, `ends` telling whether
+/// it is the last packet of its message; `None` for any other packet.
+fn stream_request(bytes: &[u8]) -> Option<bool> {
+    let op = Opcode::from_u8(*bytes.first()?)?;
+    (op.is_request() && matches!(op.class(), OpClass::Send | OpClass::RdmaWrite))
+        .then(|| op.position().is_end())
+}
+
 /// Drops `v`, without the allocator call the kernel's vector makes on drop even when it never
 /// allocated (several per run on the packet path otherwise).
 fn drop_unallocated<T>(v: KVec<T>) {
@@ -518,10 +535,16 @@ impl QpShared {
         this: ArcBorrow<'_, Self>,
         packet: Packet,
     ) -> Result<(), (Error, Packet)> {
+        let stream = stream_request(packet.bytes());
         Self::enqueue(this, packet)?;
         if matches!(this.qp_type, IbQpType::Rc | IbQpType::Uc) {
             let this: Arc<Self> = this.into();
-            this.run_here_or_schedule();
+            match stream {
+                // A SEND or WRITE that does not come in turn is part of a one-way stream: the
+                // work item answers it, on the other CPU, in batches.
+                Some(ends) => this.run_here_if(|t| t.take_turn(ends)),
+                None => this.run_here_or_schedule(),
+            }
         } else {
             Self::schedule(this);
         }
@@ -537,14 +560,14 @@ impl QpShared {
     /// Runs the queue pair in the caller's context, up to [`INLINE_RUNS`] times while something
     /// waits, if no other context runs it and `here` agrees (asked before the first run, given
     /// the transport); otherwise leaves it to the run in progress or schedules it.
-    fn run_here_if(self: &Arc<Self>, here: impl FnOnce(&Transport) -> bool) {
+    fn run_here_if(self: &Arc<Self>, here: impl FnOnce(&mut Transport) -> bool) {
         let mut here = Some(here);
         for _ in 0..INLINE_RUNS {
             let Some(mut guard) = self.transport.try_lock() else {
                 Self::schedule_unless_running(self.as_arc_borrow());
                 return;
             };
-            if let (Some(t), Some(here)) = (guard.as_deref(), here.take()) {
+            if let (Some(t), Some(here)) = (guard.as_deref_mut(), here.take()) {
                 if !here(t) {
                     drop(guard);
                     Self::schedule(self.as_arc_borrow());
@@ -616,7 +639,7 @@ impl QpShared {
     /// the work item runs it, while the caller goes on posting and polling on its own CPU.
     pub(crate) fn kick(self: &Arc<Self>) {
         self.inbox.lock().kicked = true;
-        self.run_here_if(Transport::requester_idle);
+        self.run_here_if(|t| t.requester_idle());
     }
 
     /// One run: received packets, expired timers, then the send queue.
@@ -656,20 +679,15 @@ impl QpShared {
         let mut backlog = core::mem::take(&mut t.backlog);
         let mut received = false;
         if self.can_receive() {
-            // Held back packets first, then the new ones, in order: none is handled while a
-            // READ response waits for transmit buffers (requests must not overtake it), but a
-            // duplicate READ: the requester asks again for what it misses.
+            // Held back packets first, then the new ones, in order.
             for pkt in Iterator::chain(backlog.drain_all(), packets.drain_all()) {
-                if (t.is_sending_response() || !t.backlog.is_empty())
-                    && !t.replaces_response(pkt.bytes())
-                {
-                    // On no memory the packet is freed as dropped: the requester retries.
-                    let _ = t.backlog.push(pkt, GFP_ATOMIC);
-                    continue;
-                }
-                end.failed |= engine.receive(self, t, &pkt, &mut tx, &mut end.out);
                 received = true;
-                pkt.consume();
+                end.failed |= self.take_packet(t, pkt, true, &mut tx, &mut end.out);
+            }
+            // Early requests whose gap did not fill in time: a packet was lost after all.
+            if t.early_deadline().is_some_and(|d| d <= engine.now()) {
+                received = true;
+                end.failed |= self.release_early(t, &mut tx, &mut end.out);
             }
             if received {
                 end.failed |= engine.end_batch(self, t, &mut tx, &mut end.out);
@@ -705,6 +723,67 @@ impl QpShared {
         // Taken above and drained: held packets went back into `t.backlog`.
         drop_unallocated(backlog);
         end
+    }
+
+    /// Handles a packet a run received: holds it back behind a READ response being sent,
+    /// holds it while it is an early request and `hold` allows, or hands it to the transport,
+    /// followed by the early requests it was the gap for. Returns whether the transport failed.
+    ///
+    /// None is handled while a READ response waits for transmit buffers (requests must not
+    /// overtake it), but a duplicate READ: the requester asks again for what it misses.
+    fn take_packet(
+        &self,
+        t: &mut Transport,
+        mut pkt: Packet,
+        mut hold: bool,
+        tx: &mut KVec<u8>,
+        out: &mut KVec<Packet>,
+    ) -> bool {
+        let engine = &*self.engine;
+        let mut failed = false;
+        loop {
+            if (t.is_sending_response() || !t.backlog.is_empty())
+                && !t.replaces_response(pkt.bytes())
+            {
+                // On no memory the packet is freed as dropped: the requester retries.
+                let _ = t.backlog.push(pkt, GFP_ATOMIC);
+                return failed;
+            }
+            if hold {
+                match t.hold_if_early(pkt, engine.now()) {
+                    Ok(()) => return failed,
+                    Err((p, early)) => {
+                        pkt = p;
+                        if early {
+                            // No room, or a second copy (the requester resent): the gap is a
+                            // loss after all. What is held goes first, as it came first.
+                            failed |= self.release_early(t, tx, out);
+                        }
+                    }
+                }
+            }
+            failed |= engine.receive(self, t, &pkt, tx, out);
+            pkt.consume();
+            // The gap may have closed: the early requests held behind it follow, in turn.
+            match t.take_in_turn() {
+                Some(next) => {
+                    pkt = next;
+                    hold = false;
+                }
+                None => return failed,
+            }
+        }
+    }
+
+    /// Hands every early request held to the transport, in PSN order: the first one after
+    /// the gap gets the sequence error NAK, as it would have without holding. Returns whether
+    /// the transport failed.
+    fn release_early(&self, t: &mut Transport, tx: &mut KVec<u8>, out: &mut KVec<Packet>) -> bool {
+        let mut failed = false;
+        while let Some(pkt) = t.take_first_early() {
+            failed |= self.take_packet(t, pkt, false, tx, out);
+        }
+        failed
     }
 
     /// Completes a run once the transport is unlocked; returns whether the queue pair must

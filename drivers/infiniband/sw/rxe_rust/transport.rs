@@ -52,6 +52,7 @@ use crate::{
             QpConfig, //
             QpTransport,
         },
+        reorder::Held,
         requester::SendWr,
         responder::GRH_LEN,
         timer::{
@@ -108,6 +109,14 @@ use kernel::{
 
 /// Send WQEs the transport keeps outstanding at once; the rest wait in the ring.
 pub(crate) const SQ_WINDOW: usize = 32;
+
+/// Early requests a queue pair may hold ([`crate::roce::reorder`]); one more releases them.
+const EARLY_REQUESTS: usize = 8;
+
+/// How long the oldest early request waits for the gap before it to fill: enough for a packet
+/// in another CPU's backlog, short against the requester's retransmit timeout. The device's
+/// clock counts whole jiffies, so this is one to two jiffies.
+const EARLY_HOLD_NANOS: u64 = 1_000_000;
 
 /// RDMA READ and atomic responses the responder keeps for duplicate requests.
 const RESPONDER_RESOURCES: usize = 16;
@@ -172,6 +181,11 @@ pub(crate) struct Transport {
     pub(crate) armed: Option<u64>,
     /// Packets held back while a READ response waits for transmit buffers, oldest first.
     pub(crate) backlog: KVec<Packet>,
+    /// Requests that came early, held until those before them come ([`crate::roce::reorder`]).
+    early: Held<Packet, EARLY_REQUESTS>,
+    /// The requester took new WQEs since the last message of SENDs or WRITEs came: the next
+    /// one comes in turn, as in a ping-pong, not in a one-way stream.
+    in_turn: bool,
     /// The buffer packets are built in; a run borrows it.
     pub(crate) tx: KVec<u8>,
     scratch: Scratch,
@@ -254,6 +268,8 @@ impl Transport {
                 timers: [None, None],
                 armed: None,
                 backlog: KVec::new(),
+                early: Held::new(),
+                in_turn: false,
                 tx: KVec::new(),
                 scratch: RefCell::new(ScratchBuf {
                     bytes: [0; MAX_SEND_WQE],
@@ -270,6 +286,21 @@ impl Transport {
         self.qp.requester.outstanding() == 0
     }
 
+    /// Notes that the requester took new WQEs: the next SEND or WRITE that comes is in turn.
+    pub(crate) fn note_turn(&mut self) {
+        self.in_turn = true;
+    }
+
+    /// Returns whether a packet of a SEND or WRITE comes in turn (see [`Transport::note_turn`]);
+    /// the last packet of its message (`ends`) uses the turn up.
+    pub(crate) fn take_turn(&mut self, ends: bool) -> bool {
+        let in_turn = self.in_turn;
+        if ends {
+            self.in_turn = false;
+        }
+        in_turn
+    }
+
     /// Returns whether a READ response waits for transmit buffers: received packets wait
     /// in [`Transport::backlog`] until it is sent.
     pub(crate) fn is_sending_response(&self) -> bool {
@@ -280,6 +311,35 @@ impl Transport {
     /// duplicate READ request (the requester asks again for what it misses).
     pub(crate) fn replaces_response(&self, bytes: &[u8]) -> bool {
         RocePacket::parse(bytes).is_ok_and(|pkt| self.qp.replaces_response(&pkt))
+    }
+
+    /// Holds `pkt` if it is a request that came early ([`QpTransport::is_early_request`]),
+    /// at `now`. Otherwise hands it back, with whether it was early (then the holder is full,
+    /// or holds that PSN already).
+    pub(crate) fn hold_if_early(&mut self, pkt: Packet, now: u64) -> Result<(), (Packet, bool)> {
+        let psn = match RocePacket::parse(pkt.bytes()) {
+            Ok(p) if self.qp.is_early_request(&p) => p.psn(),
+            _ => return Err((pkt, false)),
+        };
+        self.early
+            .hold(psn, self.qp.expected_psn(), pkt, Instant(now))
+            .map_err(|pkt| (pkt, true))
+    }
+
+    /// Takes the held request the responder expects now, if there is one.
+    pub(crate) fn take_in_turn(&mut self) -> Option<Packet> {
+        self.early.take(self.qp.expected_psn())
+    }
+
+    /// Takes the held request that comes first, to release them all in order.
+    pub(crate) fn take_first_early(&mut self) -> Option<Packet> {
+        self.early.take_first(self.qp.expected_psn())
+    }
+
+    /// Returns when the early requests held are released if their gap has not filled, in
+    /// nanoseconds of the device's clock.
+    pub(crate) fn early_deadline(&self) -> Option<u64> {
+        self.early.deadline(EARLY_HOLD_NANOS).map(|d| d.0)
     }
 
     /// Starts the requester with the attributes of a queue pair entering RTS.

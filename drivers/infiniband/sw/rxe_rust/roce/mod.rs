@@ -18,6 +18,7 @@
 //! - [`icrc`]: the invariant CRC over the RoCEv2 pseudo header, with the
 //!   CRC-32 primitive supplied by the caller.
 //! - [`psn`], [`aeth`], [`timer`], [`mtu`], [`segment`]: transport arithmetic.
+//! - [`reorder`]: requests that came early, held until those before them come.
 //! - [`wqe`]: decoding send and receive work queue entries from untrusted
 //!   shared memory.
 //! - [`requester`], [`completer`], [`responder`] and [`qp`]: the RC, UC and
@@ -37,6 +38,7 @@ pub mod opcode;
 pub mod packet;
 pub mod psn;
 pub mod qp;
+pub mod reorder;
 pub mod requester;
 pub mod responder;
 pub mod segment;

@@ -21,7 +21,10 @@ use super::memory::{
     MemoryAccess, //
 };
 use super::mtu::IbMtu;
-use super::opcode::QpType;
+use super::opcode::{
+    QpType,
+    Transport, //
+};
 use super::packet::Packet;
 use super::psn::Psn;
 use super::requester::{
@@ -230,6 +233,24 @@ impl<const SQ: usize, const RES: usize> QpTransport<SQ, RES> {
     /// [`MIN_WINDOW`]: super::requester::MIN_WINDOW
     pub fn send_window(&self) -> u32 {
         self.requester.window()
+    }
+
+    /// Returns true if `pkt` is a request of a reliable connection that came early: after the
+    /// PSN the responder expects, by at most [`reorder::MAX_GAP`]. The caller may hold it
+    /// back until those before it come (see [`reorder`]).
+    ///
+    /// [`reorder`]: super::reorder
+    /// [`reorder::MAX_GAP`]: super::reorder::MAX_GAP
+    pub fn is_early_request(&self, pkt: &Packet<'_>) -> bool {
+        self.qp_type.transport() == Transport::Rc
+            && !self.responder.is_error()
+            && pkt.opcode().is_request()
+            && super::reorder::is_early(pkt.psn(), self.responder.expected_psn())
+    }
+
+    /// Returns the PSN of the next request the responder expects.
+    pub fn expected_psn(&self) -> Psn {
+        self.responder.expected_psn()
     }
 
     /// Returns true if `pkt` should be handed to [`QpTransport::receive`] even while
