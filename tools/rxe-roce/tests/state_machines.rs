@@ -174,6 +174,10 @@ struct Io {
     poison: bool,
     /// The GRH of the packet being received, for a UD receive buffer.
     grh: Option<[u8; 40]>,
+    /// Refuse requests, as the driver's run in softirq does.
+    hold_requests: bool,
+    /// A request was refused because of `hold_requests`.
+    held_request: bool,
 }
 
 impl Clock for Io {
@@ -196,6 +200,10 @@ impl Output for Io {
         self.tx.clear();
         self.tx.resize(len, if self.poison { 0xa5 } else { 0 });
         Some(&mut self.tx)
+    }
+    fn may_send_request(&mut self) -> bool {
+        self.held_request |= self.hold_requests;
+        !self.hold_requests
     }
     fn transmit(&mut self, len: usize, _: Destination) {
         if let Some(b) = &mut self.budget {
@@ -353,6 +361,45 @@ fn one_ack_covers_a_batch() {
     a.deliver(&acks);
     assert_eq!(a.sends_done().len(), 6);
     assert!(!a.io.timers.contains_key(&TimerId::Retransmit));
+}
+
+#[test]
+fn held_requests_wait_while_responses_go() {
+    let (mut a, mut b) = pair(QpType::Rc, 7, 7);
+    b.post_recv(0);
+    b.post_recv(1);
+    // Room for one packet: the second SEND waits for the next run.
+    a.io.budget = Some(1);
+    a.post(wr(0, WrOpcode::Send, Remote::None, 40));
+    a.post(wr(1, WrOpcode::Send, Remote::None, 40));
+    let first = a.take_sent();
+    assert_eq!(op_psns(&first), [(Opcode::RC_SEND_ONLY, 0xff_fffe)]);
+    b.deliver(&first);
+    let ack = b.take_sent();
+    // A run that may answer but not ask (the driver's softirq): its acknowledgement completes
+    // the first SEND and frees the window, a READ from b is answered, and the second SEND
+    // still waits.
+    a.io.budget = None;
+    a.io.hold_requests = true;
+    a.deliver(&ack);
+    assert_eq!(a.sends_done(), [(0, WcStatus::Success)]);
+    assert!(a.io.held_request, "the SEND that waits is reported");
+    let reads = post_reads(&mut b, &mut a, 1);
+    a.deliver(&reads);
+    let resp = a.take_sent();
+    assert_eq!(
+        op_psns(&resp),
+        [
+            (Opcode::RC_RDMA_READ_RESPONSE_FIRST, 100),
+            (Opcode::RC_RDMA_READ_RESPONSE_MIDDLE, 101),
+            (Opcode::RC_RDMA_READ_RESPONSE_LAST, 102),
+        ],
+        "responses go, requests do not"
+    );
+    // The run in process context sends it.
+    a.io.hold_requests = false;
+    a.qp.run(&mut a.mem, &mut a.io);
+    assert_eq!(op_psns(&a.take_sent()), [(Opcode::RC_SEND_ONLY, 0xff_ffff)]);
 }
 
 #[test]

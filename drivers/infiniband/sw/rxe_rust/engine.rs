@@ -10,7 +10,9 @@
 //! the work item does the rest. A packet from the wire for a connected queue pair (RC, UC) is
 //! handled in the softirq it arrived in, for one run, when no other context runs that queue
 //! pair (as the C driver's responder and completer run inline); otherwise the work item
-//! handles it. A run touches no other queue pair's transport: packets for another queue pair
+//! handles it. That run sends responses only: the requests an acknowledgement lets go wait for
+//! the work item, so that a queue pair's requests never leave from softirq, where a later one
+//! sent from another CPU could overtake them ([`Transport::hold_requests`]). A run touches no other queue pair's transport: packets for another queue pair
 //! of this device go to its inbox, and it is scheduled.
 //!
 //! A run holds the queue pair's transport spinlock and sleeps nowhere: it allocates with
@@ -84,6 +86,16 @@ pub(crate) const RUN: u64 = 1;
 /// Runs a doorbell or a received packet may do in the caller's context, one after the other
 /// while something waits; then the work item takes over.
 const INLINE_RUNS: usize = 2;
+
+/// Where a run happens: a run in softirq leaves its requests to the work item
+/// ([`Transport::hold_requests`]).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Context {
+    /// A system call, the work item, `destroy_qp`.
+    Process,
+    /// The receive softirq of the UDP tunnel.
+    Softirq,
+}
 
 /// Runs `destroy_qp` may do to send what the send queue still holds (see [`QpShared::drain`]).
 const DRAIN_RUNS: usize = 256;
@@ -479,7 +491,7 @@ impl WorkItem<RUN> for QpShared {
 
     fn run(this: Arc<QpShared>) {
         let mut guard = this.transport.lock();
-        let end = this.run_once(&mut guard);
+        let end = this.run_once(&mut guard, Context::Process);
         drop(guard);
         if this.finish_run(end) {
             Self::schedule(this.as_arc_borrow());
@@ -497,6 +509,8 @@ struct RunEnd {
     bad: Option<u32>,
     /// Packets for queue pairs of this device.
     out: KVec<Packet>,
+    /// Requests wait for the work item (a run in softirq).
+    held_requests: bool,
     /// The run's packets, handled and freed: the vector goes back to the inbox as its spare.
     batch: KVec<Packet>,
 }
@@ -542,8 +556,8 @@ impl QpShared {
             match stream {
                 // A SEND or WRITE that does not come in turn is part of a one-way stream: the
                 // work item answers it, on the other CPU, in batches.
-                Some(ends) => this.run_here_if(|t| t.take_turn(ends)),
-                None => this.run_here_or_schedule(),
+                Some(ends) => this.run_here_if(Context::Softirq, |t| t.take_turn(ends)),
+                None => this.run_here_if(Context::Softirq, |_| true),
             }
         } else {
             Self::schedule(this);
@@ -551,16 +565,10 @@ impl QpShared {
         Ok(())
     }
 
-    /// Runs the queue pair in the caller's context unless another context runs it (see
-    /// [`QpShared::run_here_if`]).
-    fn run_here_or_schedule(self: &Arc<Self>) {
-        self.run_here_if(|_| true);
-    }
-
     /// Runs the queue pair in the caller's context, up to [`INLINE_RUNS`] times while something
     /// waits, if no other context runs it and `here` agrees (asked before the first run, given
     /// the transport); otherwise leaves it to the run in progress or schedules it.
-    fn run_here_if(self: &Arc<Self>, here: impl FnOnce(&mut Transport) -> bool) {
+    fn run_here_if(self: &Arc<Self>, ctx: Context, here: impl FnOnce(&mut Transport) -> bool) {
         let mut here = Some(here);
         for _ in 0..INLINE_RUNS {
             let Some(mut guard) = self.transport.try_lock() else {
@@ -574,10 +582,15 @@ impl QpShared {
                     return;
                 }
             }
-            let end = self.run_once(&mut guard);
+            let end = self.run_once(&mut guard, ctx);
             drop(guard);
+            let held_requests = end.held_requests;
             if !self.finish_run(end) {
                 return;
+            }
+            if held_requests {
+                // The requests go from the work item: another run here would hold them again.
+                break;
             }
         }
         Self::schedule(self.as_arc_borrow());
@@ -639,11 +652,11 @@ impl QpShared {
     /// the work item runs it, while the caller goes on posting and polling on its own CPU.
     pub(crate) fn kick(self: &Arc<Self>) {
         self.inbox.lock().kicked = true;
-        self.run_here_if(|t| t.requester_idle());
+        self.run_here_if(Context::Process, |t| t.requester_idle());
     }
 
     /// One run: received packets, expired timers, then the send queue.
-    fn run_once(self: &Arc<Self>, transport: &mut Option<KBox<Transport>>) -> RunEnd {
+    fn run_once(self: &Arc<Self>, transport: &mut Option<KBox<Transport>>, ctx: Context) -> RunEnd {
         let (mut packets, kicked, due) = {
             let mut inbox = self.inbox.lock();
             inbox.running = true;
@@ -659,6 +672,7 @@ impl QpShared {
             failed: false,
             bad: None,
             out: KVec::new(),
+            held_requests: false,
             batch: KVec::new(),
         };
         // Reset or going: what waited is dropped, as by a port that is down.
@@ -670,6 +684,7 @@ impl QpShared {
             return end;
         };
         let engine = &*self.engine;
+        t.hold_requests(ctx == Context::Softirq);
         // The transmit buffer keeps its capacity from run to run: no allocation per run.
         let mut tx = core::mem::take(&mut t.tx);
         // Packets first: an acknowledgement that waits here pushes back the retransmit
@@ -717,6 +732,10 @@ impl QpShared {
         }
         // The rest of the response, and what waits behind it, in the next run.
         end.more |= t.is_sending_response() || !t.backlog.is_empty();
+        if t.hold_requests(false) {
+            self.inbox.lock().kicked = true;
+            end.held_requests = true;
+        }
         engine.note_timers(self, t);
         t.tx = tx;
         drop_unallocated(core::mem::replace(&mut end.batch, packets));
@@ -822,7 +841,7 @@ impl QpShared {
         for _ in 0..DRAIN_RUNS {
             self.inbox.lock().kicked = true;
             let mut guard = self.transport.lock();
-            let end = self.run_once(&mut guard);
+            let end = self.run_once(&mut guard, Context::Process);
             drop(guard);
             let more = end.more;
             // What came in meanwhile is dropped by `stop`: only the send queue matters here.

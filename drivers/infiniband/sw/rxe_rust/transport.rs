@@ -186,6 +186,10 @@ pub(crate) struct Transport {
     /// The requester took new WQEs since the last message of SENDs or WRITEs came: the next
     /// one comes in turn, as in a ping-pong, not in a one-way stream.
     in_turn: bool,
+    /// Requests wait for a run in process context (see [`Transport::hold_requests`]).
+    hold_requests: bool,
+    /// A request waited because of [`Transport::hold_requests`].
+    held_request: bool,
     /// The buffer packets are built in; a run borrows it.
     pub(crate) tx: KVec<u8>,
     scratch: Scratch,
@@ -270,6 +274,8 @@ impl Transport {
                 backlog: KVec::new(),
                 early: Held::new(),
                 in_turn: false,
+                hold_requests: false,
+                held_request: false,
                 tx: KVec::new(),
                 scratch: RefCell::new(ScratchBuf {
                     bytes: [0; MAX_SEND_WQE],
@@ -284,6 +290,19 @@ impl Transport {
     /// queue pair itself ([`QpShared::kick`]).
     pub(crate) fn requester_idle(&self) -> bool {
         self.qp.requester.outstanding() == 0
+    }
+
+    /// Makes the requester leave its requests to a run in process context (`hold`), or lets
+    /// it send them again; returns whether a request waited since the last call.
+    ///
+    /// A run in softirq sends responses only. On a veth, what it sends waits in this CPU's
+    /// backlog until the softirq ends, while what a process context sends is received before
+    /// its transmit call returns: a request sent from softirq could be overtaken by the next
+    /// one, sent by the work item on another CPU, and the responder would take the gap for a
+    /// loss. The C driver's requester, too, runs in process context only.
+    pub(crate) fn hold_requests(&mut self, hold: bool) -> bool {
+        self.hold_requests = hold;
+        core::mem::take(&mut self.held_request)
     }
 
     /// Notes that the requester took new WQEs: the next SEND or WRITE that comes is in turn.
@@ -469,6 +488,8 @@ pub(crate) fn with_io_budget<R>(
         route,
         timers,
         scratch,
+        hold_requests,
+        held_request,
         ..
     } = t;
     let (taken, scratch) = (&*taken, &*scratch);
@@ -490,6 +511,8 @@ pub(crate) fn with_io_budget<R>(
         budget,
         ran_dry: false,
         grh,
+        hold_requests: *hold_requests,
+        held_request,
     };
     let r = f(qp, &mut mem, &mut io);
     (r, io.ran_dry)
@@ -712,6 +735,10 @@ pub(crate) struct Io<'a> {
     ran_dry: bool,
     /// The GRH of the packet being received, for a datagram queue pair.
     grh: Option<[u8; GRH_LEN]>,
+    /// Requests wait for a run in process context ([`Transport::hold_requests`]).
+    hold_requests: bool,
+    /// Set when a request waited because of `hold_requests`.
+    held_request: &'a mut bool,
 }
 
 impl Io<'_> {
@@ -757,6 +784,13 @@ impl Output for Io<'_> {
             self.tx.resize(len, 0, GFP_ATOMIC).ok()?;
         }
         self.tx.get_mut(..len)
+    }
+
+    fn may_send_request(&mut self) -> bool {
+        if self.hold_requests {
+            *self.held_request = true;
+        }
+        !self.hold_requests
     }
 
     fn transmit(&mut self, len: usize, dest: Destination) {

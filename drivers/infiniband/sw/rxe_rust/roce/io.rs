@@ -225,6 +225,16 @@ pub trait Output {
     /// requester will retry).
     fn tx_buffer(&mut self, len: usize) -> Option<&mut [u8]>;
 
+    /// Returns whether the requester may send a request now; with `false` it stops, as when
+    /// [`Output::tx_buffer`] returns `None`, and resumes at its next event.
+    ///
+    /// A context whose packets a later context's could overtake on their way (a softirq, on a
+    /// veth) answers requests but leaves its own to that later context: a responder takes an
+    /// early request as a loss.
+    fn may_send_request(&mut self) -> bool {
+        true
+    }
+
     /// Sends the first `len` bytes of the buffer last returned by [`Output::tx_buffer`].
     ///
     /// The bytes run from the BTH to the ICRC; pad and ICRC are zero. The

@@ -395,7 +395,7 @@ impl<const N: usize> Requester<N> {
                     Admit::Next => continue,
                 }
             }
-            if !self.send_packet(i, mem, out) {
+            if !out.may_send_request() || !self.send_packet(i, mem, out) {
                 break;
             }
         }
