@@ -10,10 +10,12 @@
 //! the work item does the rest. A packet from the wire for a connected queue pair (RC, UC) is
 //! handled in the softirq it arrived in, for one run, when no other context runs that queue
 //! pair (as the C driver's responder and completer run inline); otherwise the work item
-//! handles it. That run sends responses only: the requests an acknowledgement lets go wait for
-//! the work item, so that a queue pair's requests never leave from softirq, where a later one
-//! sent from another CPU could overtake them ([`Transport::hold_requests`]). A run touches no other queue pair's transport: packets for another queue pair
-//! of this device go to its inbox, and it is scheduled.
+//! handles it; a SEND or WRITE of a one-way stream always goes to the work item
+//! ([`Transport::take_turn`]). A run in softirq sends responses only: the requests an
+//! acknowledgement lets go wait for the work item, so that a queue pair's requests never leave
+//! from softirq, where a later one sent from another CPU could overtake them
+//! ([`Transport::hold_requests`]). A run touches no other queue pair's transport: packets for
+//! another queue pair of this device go to its inbox, and it is scheduled.
 //!
 //! A run holds the queue pair's transport spinlock and sleeps nowhere: it allocates with
 //! `GFP_ATOMIC` and reaches memory regions under the RCU read lock.
@@ -708,8 +710,12 @@ impl QpShared {
                 end.failed |= engine.end_batch(self, t, &mut tx, &mut end.out);
             }
         } else {
-            // Not in a state to receive (INIT, or ERR): as C's `check_type_state`.
+            // Not in a state to receive (INIT, or ERR): as C's `check_type_state`. Early
+            // requests held before go too, or their deadline would keep setting the timer.
             for pkt in Iterator::chain(backlog.drain_all(), packets.drain_all()) {
+                pkt.drop_with(SkbDropReason::NotSpecified);
+            }
+            while let Some(pkt) = t.take_first_early() {
                 pkt.drop_with(SkbDropReason::NotSpecified);
             }
         }
@@ -773,10 +779,14 @@ impl QpShared {
                     Ok(()) => return failed,
                     Err((p, early)) => {
                         pkt = p;
+                        hold = false;
                         if early {
                             // No room, or a second copy (the requester resent): the gap is a
-                            // loss after all. What is held goes first, as it came first.
+                            // loss after all. What is held goes first, as it came first; one
+                            // of them may start a READ response, which this one must not
+                            // overtake: checked again.
                             failed |= self.release_early(t, tx, out);
+                            continue;
                         }
                     }
                 }
