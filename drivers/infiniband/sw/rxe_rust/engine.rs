@@ -15,7 +15,8 @@
 //! acknowledgement lets go wait for the work item, so that a queue pair's requests never leave
 //! from softirq, where a later one sent from another CPU could overtake them
 //! ([`Transport::hold_requests`]). A run touches no other queue pair's transport: packets for
-//! another queue pair of this device go to its inbox, and it is scheduled.
+//! another queue pair of this device go to its inbox once the run has unlocked its own, and
+//! a run in process context then runs that queue pair, one level deep ([`Context::Nested`]).
 //!
 //! A run holds the queue pair's transport spinlock and sleeps nowhere: it allocates with
 //! `GFP_ATOMIC` and reaches memory regions under the RCU read lock.
@@ -95,6 +96,9 @@ const INLINE_RUNS: usize = 2;
 enum Context {
     /// A system call, the work item, `destroy_qp`.
     Process,
+    /// Process context, inside the run of the queue pair that sent it a packet of this device
+    /// ([`Engine::dispatch`]): its own packets for this device go to the work item.
+    Nested,
     /// The receive softirq of the UDP tunnel.
     Softirq,
 }
@@ -189,14 +193,6 @@ impl Engine {
         }
     }
 
-    /// Queues `packet` for the queue pair `qpn` of this device and schedules it (any context).
-    ///
-    /// Fails with `ENOENT` if there is no such queue pair, or as [`QpShared::deliver`], and
-    /// hands the packet back.
-    pub(crate) fn deliver(&self, qpn: u32, packet: Packet) -> Result<(), (Error, Packet)> {
-        self.to_qp(qpn, packet, QpShared::deliver)
-    }
-
     /// Hands `packet` to `f` with the queue pair `qpn`, borrowed under the RCU read lock, or
     /// fails with `ENOENT` if there is none.
     fn to_qp(
@@ -218,28 +214,52 @@ impl Engine {
     /// queue pair here if it is connected and nothing else runs it (softirq); otherwise
     /// schedules it.
     ///
-    /// Fails as [`Engine::deliver`], and hands the packet back.
+    /// Fails with `ENOENT` if there is no such queue pair, or as [`QpShared::enqueue`], and
+    /// hands the packet back.
     pub(crate) fn receive_wire(&self, qpn: u32, packet: Packet) -> Result<(), (Error, Packet)> {
         self.to_qp(qpn, packet, QpShared::deliver_and_run)
     }
 
-    /// Hands the packets a run emitted for this device to their queue pairs.
-    fn dispatch(&self, out: KVec<Packet>) {
+    /// Hands the packets a run emitted for this device to their queue pairs; from a run in
+    /// [`Context::Process`], runs each of them here once its packets are queued.
+    ///
+    /// On loopback both ends of a connection are this device's: running the receiver here,
+    /// as the wire's softirq does, spares a work item's wake-up per batch, which waits for a
+    /// CPU when two busy-polling processes hold both. One level only: what the receiver sends
+    /// back goes to the work item, so a call is bounded.
+    fn dispatch(&self, out: KVec<Packet>, ctx: Context) {
         if out.is_empty() {
             // Packets to the wire, the usual case, left nothing here.
             drop_unallocated(out);
             return;
         }
+        let run_here = ctx == Context::Process;
+        // The queue pair the packets before went to, still to run or schedule.
+        let mut last: Option<Arc<QpShared>> = None;
         for pkt in out {
             let qpn = match RocePacket::parse(pkt.bytes()) {
                 Ok(p) => p.dest_qpn(),
                 Err(_) => continue,
             };
-            if self.deliver(qpn, pkt).is_err() {
+            let queued = self.to_qp(qpn, pkt, |qp, pkt| {
+                QpShared::enqueue(qp, pkt)?;
+                if last.as_ref().is_some_and(|l| l.number() == qp.number()) {
+                    return Ok(());
+                }
+                let qp: Arc<QpShared> = qp.into();
+                if let Some(prev) = last.replace(qp) {
+                    prev.run_local(run_here);
+                }
+                Ok(())
+            });
+            if queued.is_err() {
                 // A queue pair that is gone, or one that cannot keep up: lost as on a
                 // congested link (the requester retries), but counted.
                 self.counters.inc(crate::stats::Counter::SendErr);
             }
+        }
+        if let Some(qp) = last {
+            qp.run_local(run_here);
         }
     }
 
@@ -254,7 +274,7 @@ impl Engine {
         let (mut tx, mut out) = (KVec::new(), KVec::new());
         with_io(t, &env, &mut tx, &mut out, |roce, _mem, io| roce.fail(io));
         drop(guard);
-        self.dispatch(out);
+        self.dispatch(out, Context::Nested);
     }
 
     /// Sets the timer of `qp` for the earliest deadline of its transport, unless it is set
@@ -495,7 +515,7 @@ impl WorkItem<RUN> for QpShared {
         let mut guard = this.transport.lock();
         let end = this.run_once(&mut guard, Context::Process);
         drop(guard);
-        if this.finish_run(end) {
+        if this.finish_run(end, Context::Process) {
             Self::schedule(this.as_arc_borrow());
         }
     }
@@ -527,19 +547,6 @@ impl QpShared {
             // comes back is not the last reference: the caller holds one.
             let _ = workqueue::system_dfl().enqueue::<Arc<Self>, RUN>(Arc::from(this));
         }
-    }
-
-    /// Queues a packet for this queue pair and schedules it (any context).
-    ///
-    /// Fails with `ENOBUFS` if [`MAX_INBOX_PACKETS`] wait already, `ESRCH` if the queue pair
-    /// is being destroyed, or `ENOMEM`, and hands the packet back.
-    pub(crate) fn deliver(
-        this: ArcBorrow<'_, Self>,
-        packet: Packet,
-    ) -> Result<(), (Error, Packet)> {
-        Self::enqueue(this, packet)?;
-        Self::schedule(this);
-        Ok(())
     }
 
     /// Queues a packet from the wire for this queue pair and, if it is connected and no other
@@ -587,7 +594,7 @@ impl QpShared {
             let end = self.run_once(&mut guard, ctx);
             drop(guard);
             let held_requests = end.held_requests;
-            if !self.finish_run(end) {
+            if !self.finish_run(end, ctx) {
                 return;
             }
             if held_requests {
@@ -608,7 +615,10 @@ impl QpShared {
         }
     }
 
-    /// Queues a packet for this queue pair, without scheduling it.
+    /// Queues a packet for this queue pair, without scheduling it (any context).
+    ///
+    /// Fails with `ENOBUFS` if [`MAX_INBOX_PACKETS`] wait already, `ESRCH` if the queue pair
+    /// is being destroyed, or `ENOMEM`, and hands the packet back.
     fn enqueue(this: ArcBorrow<'_, Self>, packet: Packet) -> Result<(), (Error, Packet)> {
         {
             let mut inbox = this.inbox.lock();
@@ -629,6 +639,17 @@ impl QpShared {
                 .map_err(|e| (ENOMEM, e.0))?;
         }
         Ok(())
+    }
+
+    /// Runs this queue pair, which packets of this device were queued for, here (nested in
+    /// the sender's run) if `here`, no other context runs it and it may receive; otherwise
+    /// schedules it.
+    fn run_local(self: &Arc<Self>, here: bool) {
+        if here {
+            self.run_here_if(Context::Nested, |_| true);
+        } else {
+            Self::schedule(self.as_arc_borrow());
+        }
     }
 
     /// Notes new send WQEs and schedules a run for them (any context, interrupts off
@@ -817,14 +838,14 @@ impl QpShared {
 
     /// Completes a run once the transport is unlocked; returns whether the queue pair must
     /// run again (something is left or waits).
-    fn finish_run(self: &Arc<Self>, mut end: RunEnd) -> bool {
+    fn finish_run(self: &Arc<Self>, mut end: RunEnd, ctx: Context) -> bool {
         if let Some(index) = end.bad {
             self.complete_bad_wqe(index);
         }
         if end.failed || end.bad.is_some() {
             self.enter_error();
         }
-        self.engine.dispatch(end.out);
+        self.engine.dispatch(end.out, ctx);
         let waiting = {
             let mut inbox = self.inbox.lock();
             if inbox.spare.capacity() < end.batch.capacity() {
@@ -855,7 +876,7 @@ impl QpShared {
             drop(guard);
             let more = end.more;
             // What came in meanwhile is dropped by `stop`: only the send queue matters here.
-            let _ = self.finish_run(end);
+            let _ = self.finish_run(end, Context::Nested);
             if !more {
                 return;
             }

@@ -276,6 +276,10 @@ impl WorkQueue {
     }
 }
 
+/// A send WQE taken out of the ring: the request and, if it names a single SGE, that SGE;
+/// `Err` if it is malformed.
+pub(crate) type TakenSendWr = core::result::Result<(RoceSendWr, Option<Sge>), ()>;
+
 /// The largest send WQE: the header and the largest inline data or SGE list.
 pub(crate) const MAX_SEND_WQE: usize = param::SEND_WQE_SIZE + param::MAX_INLINE_DATA as usize;
 
@@ -431,26 +435,36 @@ impl QpShared {
     }
 
     /// Reads and checks the send WQE at `index`, if user space produced one there; returns
-    /// how many bytes of `buf` (scratch space, whatever it holds) the copy takes, and the
-    /// request.
+    /// how many bytes of `buf` (scratch space, whatever it holds) the copy takes, the request,
+    /// and its local buffer if it is a single SGE.
+    ///
+    /// `None` leaves `buf` untouched; a WQE that cannot be copied is malformed.
     pub(crate) fn next_send_wr(
         &self,
         index: u32,
         buf: &mut [u8; MAX_SEND_WQE],
-    ) -> Option<(usize, core::result::Result<RoceSendWr, ()>)> {
+    ) -> Option<(usize, TakenSendWr)> {
         let limits = self.sq_limits;
         let sq = self.sq.lock();
         if sq.consumer.producer().ok()? == index & sq.consumer.geometry().mask {
             return None;
         }
-        let n = Self::read_send_wqe_locked(&sq.consumer, index, buf).ok()?;
+        let Ok(n) = Self::read_send_wqe_locked(&sq.consumer, index, buf) else {
+            return Some((0, Err(())));
+        };
         drop(sq);
-        Some((
-            n,
-            decode_send_wqe(buf.get(..n)?, &limits)
-                .map(|w| RoceSendWr::from_wqe(&w, index))
-                .map_err(|_| ()),
-        ))
+        let wr = buf
+            .get(..n)
+            .ok_or(())
+            .and_then(|b| decode_send_wqe(b, &limits).map_err(|_| ()))
+            .map(|w| {
+                let sge = match w.data {
+                    WqeData::Sges([sge]) => Some(*sge),
+                    _ => None,
+                };
+                (RoceSendWr::from_wqe(&w, index), sge)
+            });
+        Some((n, wr))
     }
 
     /// Returns the size of a receive queue slot (its own queue's or its SRQ's).

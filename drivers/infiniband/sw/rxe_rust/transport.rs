@@ -143,6 +143,19 @@ pub(crate) struct ScratchBuf {
     /// A slot is written again only after its WQE retired, and a new WQE there is taken
     /// (and copied here) before its payload is gathered.
     send: Option<(u32, usize)>,
+    /// The buffer of each READ and atomic WQE in flight that has a single SGE, by slot modulo
+    /// [`SQ_WINDOW`]: its response is placed without copying and decoding the WQE again. An
+    /// entry is replaced whenever a WQE is taken in its place, so one that names a slot is
+    /// that slot's WQE in flight; two WQEs in flight that share an entry leave the older one
+    /// to a copy.
+    replies: [Option<(u32, Sge)>; SQ_WINDOW],
+}
+
+impl ScratchBuf {
+    /// Returns the entry of `slot` in [`ScratchBuf::replies`].
+    fn reply_entry(&mut self, slot: u32) -> Option<&mut Option<(u32, Sge)>> {
+        self.replies.get_mut(slot as usize % SQ_WINDOW)
+    }
 }
 
 type Scratch = RefCell<ScratchBuf>;
@@ -280,6 +293,7 @@ impl Transport {
                 scratch: RefCell::new(ScratchBuf {
                     bytes: [0; MAX_SEND_WQE],
                     send: None,
+                    replies: [None; SQ_WINDOW],
                 }),
             },
             GFP_KERNEL,
@@ -378,7 +392,9 @@ impl Transport {
             port_mtu,
         );
         // The ring starts anew: no slot's copy holds.
-        self.scratch.get_mut().send = None;
+        let scratch = self.scratch.get_mut();
+        scratch.send = None;
+        scratch.replies = [None; SQ_WINDOW];
         self.qp.restart_requester(&cfg).map_err(|_| EINVAL)
     }
 }
@@ -591,12 +607,17 @@ impl Mem<'_> {
         // next run) if it were.
         let mut scratch = self.scratch.try_borrow_mut().ok()?;
         let scratch = &mut *scratch;
-        scratch.send = None;
+        // Nothing posted leaves the copy of the last WQE taken, whose response may come next.
         let (n, wr) = self.env.shared.next_send_wr(index, &mut scratch.bytes)?;
-        if wr.is_ok() {
-            scratch.send = Some((index, n));
+        scratch.send = wr.is_ok().then_some((index, n));
+        let reply = match &wr {
+            Ok((wr, Some(sge))) if wr.is_read_or_atomic() => Some((index, *sge)),
+            _ => None,
+        };
+        if let Some(entry) = scratch.reply_entry(index) {
+            *entry = reply;
         }
-        Some(wr)
+        Some(wr.map(|(wr, _)| wr))
     }
 }
 
@@ -640,6 +661,12 @@ impl MemoryAccess for Mem<'_> {
                     .scratch
                     .try_borrow_mut()
                     .map_err(|_| AccessError::TooShort)?;
+                if let Some(Some((s, sge))) = buf.reply_entry(slot).copied() {
+                    if s == slot {
+                        drop(buf);
+                        return write(core::slice::from_ref(&sge));
+                    }
+                }
                 match self.send_wqe(slot, &mut buf)?.data {
                     WqeData::Sges(sges) => write(sges),
                     WqeData::Inline(_) => Err(AccessError::AccessDenied),
