@@ -96,8 +96,8 @@ const INLINE_RUNS: usize = 2;
 enum Context {
     /// A system call, the work item, `destroy_qp`.
     Process,
-    /// Process context, inside the run of the queue pair that sent it a packet of this device
-    /// ([`Engine::dispatch`]): its own packets for this device go to the work item.
+    /// Process context, after the run of the queue pair that sent it a packet of this device
+    /// ([`Receivers::run`]): its own packets for this device go to the work item.
     Nested,
     /// The receive softirq of the UDP tunnel.
     Softirq,
@@ -124,6 +124,9 @@ pub(crate) struct Inbox {
     /// meanwhile needs no work item (in softirq, a packet for the queue pair whose doorbell
     /// the interrupted system call runs: the acknowledgement of what it just sent).
     running: bool,
+    /// The run in progress is in softirq: a doorbell waits for it rather than leave its
+    /// requests to the work item ([`QpShared::kick`]).
+    in_softirq: bool,
 }
 
 /// What a queue pair's runs share with the rest of the device.
@@ -220,22 +223,18 @@ impl Engine {
         self.to_qp(qpn, packet, QpShared::deliver_and_run)
     }
 
-    /// Hands the packets a run emitted for this device to their queue pairs; from a run in
-    /// [`Context::Process`], runs each of them here once its packets are queued.
+    /// Queues the packets a run emitted for this device to their queue pairs, and notes those
+    /// in `to` (or schedules them, past [`RECEIVERS`]) to run once the run is over.
     ///
-    /// On loopback both ends of a connection are this device's: running the receiver here,
-    /// as the wire's softirq does, spares a work item's wake-up per batch, which waits for a
-    /// CPU when two busy-polling processes hold both. One level only: what the receiver sends
-    /// back goes to the work item, so a call is bounded.
-    fn dispatch(&self, out: KVec<Packet>, ctx: Context) {
+    /// Called with the sender's transport locked: its packets are queued in the order it sent
+    /// them, before any later run of the sender can queue more (a receiver run nested in
+    /// another context may let it send again).
+    fn queue_local(&self, out: KVec<Packet>, to: &mut Receivers) {
         if out.is_empty() {
             // Packets to the wire, the usual case, left nothing here.
             drop_unallocated(out);
             return;
         }
-        let run_here = ctx == Context::Process;
-        // The queue pair the packets before went to, still to run or schedule.
-        let mut last: Option<Arc<QpShared>> = None;
         for pkt in out {
             let qpn = match RocePacket::parse(pkt.bytes()) {
                 Ok(p) => p.dest_qpn(),
@@ -243,13 +242,7 @@ impl Engine {
             };
             let queued = self.to_qp(qpn, pkt, |qp, pkt| {
                 QpShared::enqueue(qp, pkt)?;
-                if last.as_ref().is_some_and(|l| l.number() == qp.number()) {
-                    return Ok(());
-                }
-                let qp: Arc<QpShared> = qp.into();
-                if let Some(prev) = last.replace(qp) {
-                    prev.run_local(run_here);
-                }
+                to.note(qp);
                 Ok(())
             });
             if queued.is_err() {
@@ -257,9 +250,6 @@ impl Engine {
                 // congested link (the requester retries), but counted.
                 self.counters.inc(crate::stats::Counter::SendErr);
             }
-        }
-        if let Some(qp) = last {
-            qp.run_local(run_here);
         }
     }
 
@@ -273,8 +263,10 @@ impl Engine {
         let env = self.env(qp);
         let (mut tx, mut out) = (KVec::new(), KVec::new());
         with_io(t, &env, &mut tx, &mut out, |roce, _mem, io| roce.fail(io));
+        let mut receivers = Receivers::default();
+        self.queue_local(out, &mut receivers);
         drop(guard);
-        self.dispatch(out, Context::Nested);
+        receivers.run(Context::Nested);
     }
 
     /// Sets the timer of `qp` for the earliest deadline of its transport, unless it is set
@@ -529,12 +521,61 @@ struct RunEnd {
     failed: bool,
     /// A malformed send WQE at this index to complete.
     bad: Option<u32>,
-    /// Packets for queue pairs of this device.
+    /// Packets for queue pairs of this device, queued to them before the transport is
+    /// unlocked.
     out: KVec<Packet>,
+    /// The queue pairs they were queued for.
+    receivers: Receivers,
     /// Requests wait for the work item (a run in softirq).
     held_requests: bool,
     /// The run's packets, handled and freed: the vector goes back to the inbox as its spare.
     batch: KVec<Packet>,
+}
+
+/// How many queue pairs a run notes to run after it ([`Receivers`]); the rest are scheduled.
+const RECEIVERS: usize = 2;
+
+/// The queue pairs of this device a run queued packets for ([`Engine::queue_local`]).
+#[derive(Default)]
+struct Receivers {
+    qps: [Option<Arc<QpShared>>; RECEIVERS],
+}
+
+impl Receivers {
+    /// Notes `qp`, unless noted already; schedules it if there is no room left.
+    fn note(&mut self, qp: ArcBorrow<'_, QpShared>) {
+        let mut free = None;
+        for slot in self.qps.iter_mut() {
+            match slot {
+                Some(q) if q.number() == qp.number() => return,
+                Some(_) => {}
+                None => {
+                    free.get_or_insert(slot);
+                }
+            }
+        }
+        match free {
+            Some(slot) => *slot = Some(qp.into()),
+            None => QpShared::schedule(qp),
+        }
+    }
+
+    /// Runs the queue pairs noted, here (nested, once the sender's transport is unlocked)
+    /// from a run in [`Context::Process`], or schedules them.
+    ///
+    /// On loopback both ends of a connection are this device's: running the receiver here,
+    /// as the wire's softirq does, spares a work item's wake-up per batch, which waits for a
+    /// CPU when two busy-polling processes hold both. One level only: what the receiver sends
+    /// back goes to the work item, so a call is bounded.
+    fn run(self, ctx: Context) {
+        for qp in self.qps.into_iter().flatten() {
+            if ctx == Context::Process {
+                qp.run_here_if(Context::Nested, false, |_| true);
+            } else {
+                QpShared::schedule(qp.as_arc_borrow());
+            }
+        }
+    }
 }
 
 impl QpShared {
@@ -565,8 +606,8 @@ impl QpShared {
             match stream {
                 // A SEND or WRITE that does not come in turn is part of a one-way stream: the
                 // work item answers it, on the other CPU, in batches.
-                Some(ends) => this.run_here_if(Context::Softirq, |t| t.take_turn(ends)),
-                None => this.run_here_if(Context::Softirq, |_| true),
+                Some(ends) => this.run_here_if(Context::Softirq, false, |t| t.take_turn(ends)),
+                None => this.run_here_if(Context::Softirq, false, |_| true),
             }
         } else {
             Self::schedule(this);
@@ -575,12 +616,23 @@ impl QpShared {
     }
 
     /// Runs the queue pair in the caller's context, up to [`INLINE_RUNS`] times while something
-    /// waits, if no other context runs it and `here` agrees (asked before the first run, given
-    /// the transport); otherwise leaves it to the run in progress or schedules it.
-    fn run_here_if(self: &Arc<Self>, ctx: Context, here: impl FnOnce(&mut Transport) -> bool) {
+    /// waits, if no other context runs it (or, with `wait`, once the one that runs it is done)
+    /// and `here` agrees (asked before the first run, given the transport); otherwise leaves it
+    /// to the run in progress or schedules it.
+    fn run_here_if(
+        self: &Arc<Self>,
+        ctx: Context,
+        mut wait: bool,
+        here: impl FnOnce(&mut Transport) -> bool,
+    ) {
         let mut here = Some(here);
         for _ in 0..INLINE_RUNS {
-            let Some(mut guard) = self.transport.try_lock() else {
+            let guard = if core::mem::take(&mut wait) {
+                Some(self.transport.lock())
+            } else {
+                self.transport.try_lock()
+            };
+            let Some(mut guard) = guard else {
                 Self::schedule_unless_running(self.as_arc_borrow());
                 return;
             };
@@ -641,17 +693,6 @@ impl QpShared {
         Ok(())
     }
 
-    /// Runs this queue pair, which packets of this device were queued for, here (nested in
-    /// the sender's run) if `here`, no other context runs it and it may receive; otherwise
-    /// schedules it.
-    fn run_local(self: &Arc<Self>, here: bool) {
-        if here {
-            self.run_here_if(Context::Nested, |_| true);
-        } else {
-            Self::schedule(self.as_arc_borrow());
-        }
-    }
-
     /// Notes new send WQEs and schedules a run for them (any context, interrupts off
     /// included: a kernel consumer's post).
     pub(crate) fn kick_later(this: ArcBorrow<'_, Self>) {
@@ -666,16 +707,25 @@ impl QpShared {
     }
 
     /// Processes the send queue now, in the caller's (process) context, if the requester has
-    /// nothing outstanding and no run is in progress elsewhere; otherwise the run in progress
-    /// or the work item does it.
+    /// at most one WQE outstanding ([`Transport::requester_idle`]) and no run is in progress
+    /// elsewhere; otherwise the run in progress or the work item does it.
     ///
     /// A doorbell on an idle queue pair runs it in the system call, which saves a context
     /// switch on the way to the wire (latency), and then the acknowledgement that came back
-    /// meanwhile ([`INLINE_RUNS`]): bounded, and never another queue pair's work. Under load
-    /// the work item runs it, while the caller goes on posting and polling on its own CPU.
+    /// meanwhile ([`INLINE_RUNS`]): bounded. Of other queue pairs' work it does only the
+    /// receive of this device's packets it sent ([`Receivers::run`]). Under load the work item
+    /// runs it, while the caller goes on posting and polling on its own CPU.
+    ///
+    /// A run in softirq on another CPU (the acknowledgement of the last request, as often as
+    /// not) is waited for: it may not send the new requests ([`Transport::hold_requests`]), and
+    /// leaving them to the work item costs a wake-up per message. It is bounded.
     pub(crate) fn kick(self: &Arc<Self>) {
-        self.inbox.lock().kicked = true;
-        self.run_here_if(Context::Process, |t| t.requester_idle());
+        let wait = {
+            let mut inbox = self.inbox.lock();
+            inbox.kicked = true;
+            inbox.running && inbox.in_softirq
+        };
+        self.run_here_if(Context::Process, wait, |t| t.requester_idle());
     }
 
     /// One run: received packets, expired timers, then the send queue.
@@ -683,6 +733,7 @@ impl QpShared {
         let (mut packets, kicked, due) = {
             let mut inbox = self.inbox.lock();
             inbox.running = true;
+            inbox.in_softirq = ctx == Context::Softirq;
             let spare = core::mem::take(&mut inbox.spare);
             (
                 core::mem::replace(&mut inbox.packets, spare),
@@ -695,6 +746,7 @@ impl QpShared {
             failed: false,
             bad: None,
             out: KVec::new(),
+            receivers: Receivers::default(),
             held_requests: false,
             batch: KVec::new(),
         };
@@ -764,6 +816,7 @@ impl QpShared {
             end.held_requests = true;
         }
         engine.note_timers(self, t);
+        engine.queue_local(core::mem::take(&mut end.out), &mut end.receivers);
         t.tx = tx;
         drop_unallocated(core::mem::replace(&mut end.batch, packets));
         // Taken above and drained: held packets went back into `t.backlog`.
@@ -845,7 +898,7 @@ impl QpShared {
         if end.failed || end.bad.is_some() {
             self.enter_error();
         }
-        self.engine.dispatch(end.out, ctx);
+        end.receivers.run(ctx);
         let waiting = {
             let mut inbox = self.inbox.lock();
             if inbox.spare.capacity() < end.batch.capacity() {
@@ -855,6 +908,7 @@ impl QpShared {
             // What was queued while the run went on is seen here, under the same lock: the
             // caller runs again or schedules.
             inbox.running = false;
+            inbox.in_softirq = false;
             !inbox.packets.is_empty() || inbox.kicked || inbox.due
         };
         drop_unallocated(end.batch);

@@ -300,10 +300,15 @@ impl Transport {
         )?)
     }
 
-    /// Returns whether the requester has no send WQE outstanding: a doorbell then runs the
-    /// queue pair itself ([`QpShared::kick`]).
+    /// Returns whether the requester has at most one send WQE outstanding: a doorbell then runs
+    /// the queue pair itself ([`QpShared::kick`]).
+    ///
+    /// One, not none: in a ping-pong the peer's answer can overtake its acknowledgement of the
+    /// last request (sent from its softirq, which queues it behind the softirq's other work,
+    /// while the answer goes from a system call), so the next request is posted before that
+    /// acknowledgement is in.
     pub(crate) fn requester_idle(&self) -> bool {
-        self.qp.requester.outstanding() == 0
+        self.qp.requester.outstanding() <= 1
     }
 
     /// Makes the requester leave its requests to a run in process context (`hold`), or lets
