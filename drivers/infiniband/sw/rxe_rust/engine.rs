@@ -15,8 +15,9 @@
 //! acknowledgement lets go wait for the work item, so that a queue pair's requests never leave
 //! from softirq, where a later one sent from another CPU could overtake them
 //! ([`Transport::hold_requests`]). A run touches no other queue pair's transport: packets for
-//! another queue pair of this device go to its inbox once the run has unlocked its own, and
-//! a run in process context then runs that queue pair, one level deep ([`Context::Nested`]).
+//! another queue pair of this device go to its inbox before the run unlocks its own, in the
+//! order they were sent, and a run in process context then runs that queue pair, one level
+//! deep ([`Context::Nested`]).
 //!
 //! A run holds the queue pair's transport spinlock and sleeps nowhere: it allocates with
 //! `GFP_ATOMIC` and reaches memory regions under the RCU read lock.
@@ -707,7 +708,7 @@ impl QpShared {
     }
 
     /// Processes the send queue now, in the caller's (process) context, if the requester has
-    /// at most one WQE outstanding ([`Transport::requester_idle`]) and no run is in progress
+    /// at most one WQE outstanding ([`Transport::few_outstanding`]) and no run is in progress
     /// elsewhere; otherwise the run in progress or the work item does it.
     ///
     /// A doorbell on an idle queue pair runs it in the system call, which saves a context
@@ -725,7 +726,7 @@ impl QpShared {
             inbox.kicked = true;
             inbox.running && inbox.in_softirq
         };
-        self.run_here_if(Context::Process, wait, |t| t.requester_idle());
+        self.run_here_if(Context::Process, wait, |t| t.few_outstanding());
     }
 
     /// One run: received packets, expired timers, then the send queue.

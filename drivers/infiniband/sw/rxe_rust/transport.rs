@@ -307,7 +307,7 @@ impl Transport {
     /// last request (sent from its softirq, which queues it behind the softirq's other work,
     /// while the answer goes from a system call), so the next request is posted before that
     /// acknowledgement is in.
-    pub(crate) fn requester_idle(&self) -> bool {
+    pub(crate) fn few_outstanding(&self) -> bool {
         self.qp.requester.outstanding() <= 1
     }
 
