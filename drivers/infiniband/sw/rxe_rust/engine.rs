@@ -6,13 +6,15 @@
 //! A queue pair is scheduled (its `run` work item queued on the unbound system workqueue) when
 //! something waits in its [`Inbox`]: packets (from the wire, queued in softirq after an RCU
 //! lookup, or from another queue pair of this device), new send WQEs (the doorbell), or a
-//! timer that fired. A user doorbell runs its own queue pair in the system call, for one run;
-//! the work item does the rest. A packet from the wire for a connected queue pair (RC, UC) is
-//! handled in the softirq it arrived in, for one run, when no other context runs that queue
+//! timer that fired. A user doorbell runs its own queue pair in the system call, for up to
+//! [`INLINE_RUNS`] runs; the work item does the rest, up to [`WORK_RUNS`] runs per wake-up. A
+//! packet from the wire for a connected queue pair (RC, UC) is handled in the softirq it
+//! arrived in, for up to [`INLINE_RUNS`] runs, when no other context runs that queue
 //! pair (as the C driver's responder and completer run inline); otherwise the work item
 //! handles it; a SEND or WRITE of a one-way stream always goes to the work item
 //! ([`Transport::take_turn`]). A run in softirq sends responses only: the requests an
-//! acknowledgement lets go wait for the work item, so that a queue pair's requests never leave
+//! acknowledgement lets go wait for the work item, or for a doorbell that waits for that run
+//! ([`QpShared::kick`]), so that a queue pair's requests never leave
 //! from softirq, where a later one sent from another CPU could overtake them
 //! ([`Transport::hold_requests`]). A run touches no other queue pair's transport: packets for
 //! another queue pair of this device go to its inbox before the run unlocks its own, in the
@@ -104,6 +106,10 @@ enum Context {
     Softirq,
 }
 
+/// Runs the work item does one after the other while something waits; then it queues itself
+/// again, behind the system workqueue's other work.
+const WORK_RUNS: usize = 8;
+
 /// Runs `destroy_qp` may do to send what the send queue still holds (see [`QpShared::drain`]).
 const DRAIN_RUNS: usize = 256;
 
@@ -128,6 +134,9 @@ pub(crate) struct Inbox {
     /// The run in progress is in softirq: a doorbell waits for it rather than leave its
     /// requests to the work item ([`QpShared::kick`]).
     in_softirq: bool,
+    /// Doorbells waiting for the run in softirq: the requests it holds back go from them, so
+    /// it schedules no work item for those.
+    doorbells_waiting: u32,
 }
 
 /// What a queue pair's runs share with the rest of the device.
@@ -505,12 +514,19 @@ impl WorkItem<RUN> for QpShared {
     type Pointer = Arc<QpShared>;
 
     fn run(this: Arc<QpShared>) {
-        let mut guard = this.transport.lock();
-        let end = this.run_once(&mut guard, Context::Process);
-        drop(guard);
-        if this.finish_run(end, Context::Process) {
-            Self::schedule(this.as_arc_borrow());
+        // What came in meanwhile (on veth, the acknowledgement of what the run just sent,
+        // received in the softirq its transmit raised) is handled here rather than by queueing
+        // the work item again: a worker that is running needs no wake-up.
+        for _ in 0..WORK_RUNS {
+            let mut guard = this.transport.lock();
+            let end = this.run_once(&mut guard, Context::Process);
+            drop(guard);
+            if !this.finish_run(end, Context::Process) {
+                return;
+            }
         }
+        // Other work items of the system workqueue get their turn.
+        Self::schedule(this.as_arc_borrow());
     }
 }
 
@@ -527,7 +543,7 @@ struct RunEnd {
     out: KVec<Packet>,
     /// The queue pairs they were queued for.
     receivers: Receivers,
-    /// Requests wait for the work item (a run in softirq).
+    /// Requests wait for the work item or a waiting doorbell (a run in softirq).
     held_requests: bool,
     /// The run's packets, handled and freed: the vector goes back to the inbox as its spare.
     batch: KVec<Packet>,
@@ -592,7 +608,8 @@ impl QpShared {
     }
 
     /// Queues a packet from the wire for this queue pair and, if it is connected and no other
-    /// context runs it, runs it here for one run (softirq); otherwise schedules it.
+    /// context runs it, runs it here (softirq, [`INLINE_RUNS`] runs at most); otherwise
+    /// schedules it.
     ///
     /// A datagram queue pair is always scheduled: its sends look up address handles, whose
     /// table is locked in process context only.
@@ -620,6 +637,9 @@ impl QpShared {
     /// waits, if no other context runs it (or, with `wait`, once the one that runs it is done)
     /// and `here` agrees (asked before the first run, given the transport); otherwise leaves it
     /// to the run in progress or schedules it.
+    ///
+    /// A caller that passes `wait` has counted itself in [`Inbox::doorbells_waiting`] (only
+    /// [`QpShared::kick`] does): a run in softirq that holds back requests leaves them to it.
     fn run_here_if(
         self: &Arc<Self>,
         ctx: Context,
@@ -629,7 +649,11 @@ impl QpShared {
         let mut here = Some(here);
         for _ in 0..INLINE_RUNS {
             let guard = if core::mem::take(&mut wait) {
-                Some(self.transport.lock())
+                let guard = self.transport.lock();
+                let mut inbox = self.inbox.lock();
+                inbox.doorbells_waiting = inbox.doorbells_waiting.saturating_sub(1);
+                drop(inbox);
+                Some(guard)
             } else {
                 self.transport.try_lock()
             };
@@ -651,7 +675,13 @@ impl QpShared {
                 return;
             }
             if held_requests {
-                // The requests go from the work item: another run here would hold them again.
+                // The requests go from the work item, or from a doorbell waiting for this run
+                // (which then finds them noted): another run here would hold them again.
+                let inbox = self.inbox.lock();
+                if inbox.doorbells_waiting > 0 {
+                    return;
+                }
+                drop(inbox);
                 break;
             }
         }
@@ -724,7 +754,11 @@ impl QpShared {
         let wait = {
             let mut inbox = self.inbox.lock();
             inbox.kicked = true;
-            inbox.running && inbox.in_softirq
+            let wait = inbox.running && inbox.in_softirq;
+            if wait {
+                inbox.doorbells_waiting = inbox.doorbells_waiting.saturating_add(1);
+            }
+            wait
         };
         self.run_here_if(Context::Process, wait, |t| t.few_outstanding());
     }

@@ -23,11 +23,11 @@ use crate::{
     param,
     queue::{
         Consumer,
-        Geometry,
         MmInfo,
         Offer,
         Producer,
-        Ring, //
+        Ring,
+        SlotReader, //
     },
     roce::{
         memory::Registration,
@@ -170,14 +170,19 @@ pub(crate) struct QpShared {
     /// The protection domain (its address: an identity, never dereferenced).
     pub(crate) pd: usize,
     handle: QpHandle,
-    /// The send queue's slot layout, fixed at creation: read without its lock.
-    sq_geometry: Geometry,
+    /// The send queue's layout, slots and producer index, which a run reads without the
+    /// queue's lock (only the consumer's index, which `release_sq` moves, needs it). The send
+    /// queue's ring is never replaced.
+    sq_reader: SlotReader,
     /// What a send WQE may hold, fixed at creation: read without the queue's lock.
     sq_limits: SendQueueLimits,
     send_cq: Arc<CqCore>,
     recv_cq: Arc<CqCore>,
     /// The shared receive queue it receives through, if any.
     srq: Option<Arc<SrqCore>>,
+    /// The slot size and SGE count of its receive queue or SRQ, fixed at creation (an SRQ's
+    /// resize keeps its slot size): read on every receive without the queue's lock.
+    rq_shape: (usize, u32),
     #[pin]
     sq: SpinLockIrq<WorkQueue>,
     /// `None` on a shared receive queue.
@@ -408,25 +413,15 @@ impl QpShared {
     /// Copying the ring is per byte (user space may write it meanwhile): what decoding does
     /// not read is left alone.
     pub(crate) fn read_send_wqe(&self, slot: u32, buf: &mut [u8; MAX_SEND_WQE]) -> Result<usize> {
-        let sq = self.sq.lock();
-        Self::read_send_wqe_locked(&sq.consumer, slot, buf)
-    }
-
-    /// [`QpShared::read_send_wqe`] with the send queue locked.
-    fn read_send_wqe_locked(
-        consumer: &Consumer,
-        slot: u32,
-        buf: &mut [u8; MAX_SEND_WQE],
-    ) -> Result<usize> {
-        let n = consumer.geometry().slot_size();
-        copy_send_wqe(buf, n, |offset, dst| {
-            consumer.read_slot_at(slot, offset, dst)
+        let ring = &self.sq_reader;
+        copy_send_wqe(buf, ring.geometry().slot_size(), |offset, dst| {
+            ring.read_slot_at(slot, offset, dst)
         })
     }
 
     /// Returns the send queue slot after `index`.
     pub(crate) fn next_sq_index(&self, index: u32) -> u32 {
-        self.sq_geometry.next(index)
+        self.sq_reader.geometry().next(index)
     }
 
     /// Frees the send queue slots before `index`: their WQEs are done.
@@ -445,14 +440,12 @@ impl QpShared {
         buf: &mut [u8; MAX_SEND_WQE],
     ) -> Option<(usize, TakenSendWr)> {
         let limits = self.sq_limits;
-        let sq = self.sq.lock();
-        if sq.consumer.producer().ok()? == index & sq.consumer.geometry().mask {
+        if self.sq_reader.producer().ok()? == index & self.sq_reader.geometry().mask {
             return None;
         }
-        let Ok(n) = Self::read_send_wqe_locked(&sq.consumer, index, buf) else {
+        let Ok(n) = self.read_send_wqe(index, buf) else {
             return Some((0, Err(())));
         };
-        drop(sq);
         let wr = buf
             .get(..n)
             .ok_or(())
@@ -468,22 +461,13 @@ impl QpShared {
     }
 
     /// Returns the size of a receive queue slot (its own queue's or its SRQ's).
-    pub(crate) fn rq_slot_size(&self) -> Option<usize> {
-        if let Some(srq) = &self.srq {
-            return Some(srq.slot_size());
-        }
-        self.rq
-            .lock()
-            .as_ref()
-            .map(|rq| rq.consumer.geometry().slot_size())
+    pub(crate) fn rq_slot_size(&self) -> usize {
+        self.rq_shape.0
     }
 
     /// Returns the SGEs a receive WQE may have.
     pub(crate) fn rq_max_sge(&self) -> u32 {
-        if let Some(srq) = &self.srq {
-            return srq.max_sge();
-        }
-        self.rq.lock().as_ref().map_or(0, |rq| rq.max_sge)
+        self.rq_shape.1
     }
 
     /// Returns whether receive WQEs come from a shared receive queue.
@@ -894,7 +878,7 @@ impl RxeQp {
         }
         init.set_cap(given);
         let max_send = (sq.max_wr, sq.max_sge, sq.max_inline);
-        let sq_geometry = sq.consumer.geometry();
+        let sq_reader = sq.consumer.reader();
         let sq_limits = SendQueueLimits {
             qp_type: roce_type(qp_type),
             max_sge: sq.max_sge,
@@ -902,6 +886,11 @@ impl RxeQp {
             kernel: !user,
         };
         let max_recv = rq.as_ref().map(|rq| (rq.max_wr, rq.max_sge));
+        let rq_shape = match (&rq, &srq) {
+            (Some(rq), _) => (rq.consumer.geometry().slot_size(), rq.max_sge),
+            (None, Some(srq)) => (srq.slot_size(), srq.max_sge()),
+            (None, None) => (0, 0),
+        };
 
         let shared = Arc::pin_init(
             try_pin_init!(QpShared {
@@ -911,11 +900,12 @@ impl RxeQp {
                 user,
                 pd: pd.as_raw() as usize,
                 handle,
-                sq_geometry,
+                sq_reader,
                 sq_limits,
                 send_cq,
                 recv_cq,
                 srq,
+                rq_shape,
                 sq <- new_spinlock_irq!(sq),
                 rq <- new_spinlock_irq!(rq),
                 transport <- new_spinlock!(None),
@@ -1041,7 +1031,7 @@ impl RxeQp {
         Ok(())
     }
 
-    /// Rings the send doorbell of a user queue pair: runs it for one run.
+    /// Rings the send doorbell of a user queue pair: runs it here ([`QpShared::kick`]).
     fn doorbell(&self) -> Result {
         let shared = &self.shared;
         if !shared.user || shared.state() < QpState::Rts {

@@ -257,8 +257,7 @@ impl Producer {
 ///
 /// `index` is the published consumer index, always masked.
 pub(crate) struct Consumer {
-    buf: Arc<UserBuffer>,
-    geo: Geometry,
+    ring: SlotReader,
     index: u32,
 }
 
@@ -266,15 +265,25 @@ impl Consumer {
     /// Takes the consuming side of `ring`.
     pub(crate) fn new(ring: &Ring) -> Self {
         Self {
-            buf: ring.buf.clone(),
-            geo: ring.geo,
+            ring: SlotReader {
+                buf: ring.buf.clone(),
+                geo: ring.geo,
+            },
             index: 0,
         }
     }
 
+    /// Returns what reads the ring without the consumer's state (and so without its lock).
+    ///
+    /// Only for a ring that is never replaced (a send queue): the reader of a ring that a
+    /// resize replaces ([`Consumer::move_into`]) would go on reading the old one.
+    pub(crate) fn reader(&self) -> SlotReader {
+        self.ring.clone()
+    }
+
     /// Returns the producer's index: untrusted, hence masked.
     pub(crate) fn producer(&self) -> Result<u32> {
-        Ok(self.buf.load_acquire(PRODUCER_INDEX)? & self.geo.mask)
+        self.ring.producer()
     }
 
     /// Returns the slot the next element is read from.
@@ -284,7 +293,7 @@ impl Consumer {
 
     /// Returns the number of elements waiting.
     pub(crate) fn count(&self) -> Result<u32> {
-        Ok(self.geo.count(self.producer()?, self.index))
+        Ok(self.ring.geo.count(self.producer()?, self.index))
     }
 
     /// Returns whether no element is waiting.
@@ -296,15 +305,17 @@ impl Consumer {
     ///
     /// Returns `false` if the ring is empty.
     pub(crate) fn pop(&mut self, dst: &mut [u8]) -> Result<bool> {
-        if dst.len() > self.geo.slot_size() {
+        if dst.len() > self.ring.geo.slot_size() {
             return Err(EINVAL);
         }
         if self.producer()? == self.index {
             return Ok(false);
         }
-        self.buf.read(self.geo.slot_offset(self.index), dst)?;
-        self.index = self.geo.next(self.index);
-        self.buf.store_release(CONSUMER_INDEX, self.index)?;
+        self.ring
+            .buf
+            .read(self.ring.geo.slot_offset(self.index), dst)?;
+        self.index = self.ring.geo.next(self.index);
+        self.ring.buf.store_release(CONSUMER_INDEX, self.index)?;
         Ok(true)
     }
 }
@@ -312,33 +323,24 @@ impl Consumer {
 impl Consumer {
     /// Returns the ring's geometry.
     pub(crate) fn geometry(&self) -> Geometry {
-        self.geo
+        self.ring.geo
     }
 
     /// Copies slot `index` (masked) into `dst`, without consuming it: a snapshot, to be
     /// validated before use.
     pub(crate) fn read_slot(&self, index: u32, dst: &mut [u8]) -> Result {
-        if dst.len() > self.geo.slot_size() {
+        if dst.len() > self.ring.geo.slot_size() {
             return Err(EINVAL);
         }
-        self.buf
-            .read(self.geo.slot_offset(index & self.geo.mask), dst)
-    }
-
-    /// Copies the bytes of slot `index` (masked) from `offset` on into `dst`, without
-    /// consuming it: a snapshot, to be validated before use.
-    pub(crate) fn read_slot_at(&self, index: u32, offset: usize, dst: &mut [u8]) -> Result {
-        if offset.checked_add(dst.len()).ok_or(EINVAL)? > self.geo.slot_size() {
-            return Err(EINVAL);
-        }
-        self.buf
-            .read(self.geo.slot_offset(index & self.geo.mask) + offset, dst)
+        self.ring
+            .buf
+            .read(self.ring.geo.slot_offset(index & self.ring.geo.mask), dst)
     }
 
     /// Publishes `index` (masked) as the consumer index: the slots before it are free.
     pub(crate) fn release_to(&mut self, index: u32) -> Result {
-        self.index = index & self.geo.mask;
-        self.buf.store_release(CONSUMER_INDEX, self.index)
+        self.index = index & self.ring.geo.mask;
+        self.ring.buf.store_release(CONSUMER_INDEX, self.index)
     }
 
     /// Moves the elements not consumed yet to the start of `to`, which must hold them all, and
@@ -349,21 +351,58 @@ impl Consumer {
     /// producer index the kernel computed.
     pub(crate) fn move_into(&mut self, to: &Ring, elem: &mut [u8]) -> Result<Consumer> {
         let prod = self.producer()?;
-        let n = self.geo.count(prod, self.index);
+        let n = self.ring.geo.count(prod, self.index);
         if n > to.geo.capacity() {
             return Err(EINVAL);
         }
         let mut i = 0u32;
         while i < n {
-            self.buf
-                .read(self.geo.slot_offset(self.index.wrapping_add(i)), elem)?;
+            self.ring
+                .buf
+                .read(self.ring.geo.slot_offset(self.index.wrapping_add(i)), elem)?;
             to.buf.write(to.geo.slot_offset(i), elem)?;
             i += 1;
         }
         to.buf.store_release(PRODUCER_INDEX, n)?;
         self.index = prod;
-        self.buf.store_release(CONSUMER_INDEX, prod)?;
+        self.ring.buf.store_release(CONSUMER_INDEX, prod)?;
         Ok(Consumer::new(to))
+    }
+}
+
+/// The consuming side's view of a ring that needs none of its state: the producer's index and
+/// the slots' bytes.
+///
+/// A queue pair's run reads its send queue through it without the queue's lock: the slots it
+/// reads lie between the consumer's index and the producer's, which the producer does not
+/// rewrite until the consumer moves on. A flush may move the consumer on meanwhile (the queue
+/// pair went to ERR), so a slot may change under a read: every read is a snapshot of untrusted
+/// bytes, validated before use, as for a user's ring.
+#[derive(Clone)]
+pub(crate) struct SlotReader {
+    buf: Arc<UserBuffer>,
+    geo: Geometry,
+}
+
+impl SlotReader {
+    /// Returns the producer's index: untrusted, hence masked.
+    pub(crate) fn producer(&self) -> Result<u32> {
+        Ok(self.buf.load_acquire(PRODUCER_INDEX)? & self.geo.mask)
+    }
+
+    /// Returns the ring's geometry.
+    pub(crate) fn geometry(&self) -> Geometry {
+        self.geo
+    }
+
+    /// Copies the bytes of slot `index` (masked) from `offset` on into `dst`: a snapshot, to
+    /// be validated before use.
+    pub(crate) fn read_slot_at(&self, index: u32, offset: usize, dst: &mut [u8]) -> Result {
+        if offset.checked_add(dst.len()).ok_or(EINVAL)? > self.geo.slot_size() {
+            return Err(EINVAL);
+        }
+        self.buf
+            .read(self.geo.slot_offset(index & self.geo.mask) + offset, dst)
     }
 }
 

@@ -281,7 +281,8 @@ impl SrqCore {
         true
     }
 
-    /// Returns the size of a slot (the largest WQE).
+    /// Returns the size of a slot (the largest WQE): fixed, as a resize keeps the SGE count
+    /// (queue pairs keep it from their creation on).
     pub(crate) fn slot_size(&self) -> usize {
         self.inner.lock().ring.consumer.geometry().slot_size()
     }

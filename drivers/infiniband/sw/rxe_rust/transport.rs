@@ -969,7 +969,7 @@ impl Output for Io<'_> {
             return None;
         }
         let (wr_id, length) = {
-            let n = self.env.shared.rq_slot_size()?.min(MAX_RECV_WQE);
+            let n = self.env.shared.rq_slot_size().min(MAX_RECV_WQE);
             let buf = buf.get_mut(..n)?;
             if !self.env.shared.pop_rq(buf) {
                 return None;
