@@ -538,9 +538,6 @@ struct RunEnd {
     failed: bool,
     /// A malformed send WQE at this index to complete.
     bad: Option<u32>,
-    /// Packets for queue pairs of this device, queued to them before the transport is
-    /// unlocked.
-    out: KVec<Packet>,
     /// The queue pairs they were queued for.
     receivers: Receivers,
     /// Requests wait for the work item or a waiting doorbell (a run in softirq).
@@ -780,7 +777,6 @@ impl QpShared {
             more: false,
             failed: false,
             bad: None,
-            out: KVec::new(),
             receivers: Receivers::default(),
             held_requests: false,
             batch: KVec::new(),
@@ -795,6 +791,9 @@ impl QpShared {
         };
         let engine = &*self.engine;
         t.hold_requests(ctx == Context::Softirq);
+        // Packets for queue pairs of this device, queued to them before the transport is
+        // unlocked.
+        let mut out = KVec::new();
         // The transmit buffer keeps its capacity from run to run: no allocation per run.
         let mut tx = core::mem::take(&mut t.tx);
         // Packets first: an acknowledgement that waits here pushes back the retransmit
@@ -807,15 +806,15 @@ impl QpShared {
             // Held back packets first, then the new ones, in order.
             for pkt in Iterator::chain(backlog.drain_all(), packets.drain_all()) {
                 received = true;
-                end.failed |= self.take_packet(t, pkt, true, &mut tx, &mut end.out);
+                end.failed |= self.take_packet(t, pkt, true, &mut tx, &mut out);
             }
             // Early requests whose gap did not fill in time: a packet was lost after all.
             if t.early_deadline().is_some_and(|d| d <= engine.now()) {
                 received = true;
-                end.failed |= self.release_early(t, &mut tx, &mut end.out);
+                end.failed |= self.release_early(t, &mut tx, &mut out);
             }
             if received {
-                end.failed |= engine.end_batch(self, t, &mut tx, &mut end.out);
+                end.failed |= engine.end_batch(self, t, &mut tx, &mut out);
             }
         } else {
             // Not in a state to receive (INIT, or ERR): as C's `check_type_state`. Early
@@ -829,14 +828,14 @@ impl QpShared {
         }
         if t.is_sending_response() {
             // Answers go out even from a QP that may not send requests yet (RTR).
-            end.failed |= engine.resume_response(self, t, &mut tx, &mut end.out);
+            end.failed |= engine.resume_response(self, t, &mut tx, &mut out);
         }
         if due {
-            end.failed |= engine.run_timers(self, t, &mut tx, &mut end.out);
+            end.failed |= engine.run_timers(self, t, &mut tx, &mut out);
         }
         // Acknowledgements free room in the send window: the ring is fed after packets too.
         if kicked || due || arrived {
-            let s = engine.send(self, t, &mut tx, &mut end.out);
+            let s = engine.send(self, t, &mut tx, &mut out);
             end.failed |= s.failed;
             end.bad = s.bad;
             if s.ran_dry {
@@ -851,8 +850,10 @@ impl QpShared {
             end.held_requests = true;
         }
         engine.note_timers(self, t);
-        engine.queue_local(core::mem::take(&mut end.out), &mut end.receivers);
-        t.tx = tx;
+        engine.queue_local(out, &mut end.receivers);
+        // The vector left in its place was never allocated: its drop would still call the
+        // allocator.
+        drop_unallocated(core::mem::replace(&mut t.tx, tx));
         drop_unallocated(core::mem::replace(&mut end.batch, packets));
         // Taken above and drained: held packets went back into `t.backlog`.
         drop_unallocated(backlog);
