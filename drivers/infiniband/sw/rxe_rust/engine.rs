@@ -538,7 +538,7 @@ struct RunEnd {
     failed: bool,
     /// A malformed send WQE at this index to complete.
     bad: Option<u32>,
-    /// The queue pairs they were queued for.
+    /// The queue pairs this run's loopback packets were queued for ([`Engine::queue_local`]).
     receivers: Receivers,
     /// Requests wait for the work item or a waiting doorbell (a run in softirq).
     held_requests: bool,
