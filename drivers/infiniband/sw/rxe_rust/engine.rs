@@ -7,8 +7,9 @@
 //! something waits in its [`Inbox`]: packets (from the wire, queued in softirq after an RCU
 //! lookup, or from another queue pair of this device), new send WQEs (the doorbell), or a
 //! timer that fired. A user doorbell runs its own queue pair in the system call, for up to
-//! [`INLINE_RUNS`] runs; the work item does the rest, up to [`WORK_RUNS`] runs per wake-up. A
-//! packet from the wire for a connected queue pair (RC, UC) is handled in the softirq it
+//! [`INLINE_RUNS`] runs (a datagram queue pair's until its send queue is empty, as its WQEs
+//! name address handles user space may destroy next); the work item does the rest, up to
+//! [`WORK_RUNS`] runs per wake-up. A packet from the wire for a connected queue pair (RC, UC) is handled in the softirq it
 //! arrived in, for up to [`INLINE_RUNS`] runs, when no other context runs that queue
 //! pair (as the C driver's responder and completer run inline); otherwise the work item
 //! handles it; a SEND or WRITE of a one-way stream always goes to the work item
@@ -747,7 +748,14 @@ impl QpShared {
     /// A run in softirq on another CPU (the acknowledgement of the last request, as often as
     /// not) is waited for: it may not send the new requests ([`Transport::hold_requests`]), and
     /// leaving them to the work item costs a wake-up per message. It is bounded.
+    ///
+    /// A datagram queue pair sends what was posted before the doorbell returns
+    /// ([`QpShared::send_posted`]).
     pub(crate) fn kick(self: &Arc<Self>) {
+        if !matches!(self.qp_type, IbQpType::Rc | IbQpType::Uc) {
+            self.send_posted();
+            return;
+        }
         let wait = {
             let mut inbox = self.inbox.lock();
             inbox.kicked = true;
@@ -758,6 +766,40 @@ impl QpShared {
             wait
         };
         self.run_here_if(Context::Process, wait, |t| t.few_outstanding());
+    }
+
+    /// Runs a datagram queue pair here until its send queue is empty, after the run in
+    /// progress elsewhere, if any, ends (process context).
+    ///
+    /// A UD send WQE names its address handle by number, looked up when the datagram is sent,
+    /// and user space may destroy the handle as soon as the post returns: mckey's sender does,
+    /// right before its queue pair. Left to the work item, whose run may be busy with received
+    /// datagrams, such a send would fail for want of its handle. A datagram is not held back
+    /// by its peer, so this is bounded by the send queue's depth ([`DRAIN_RUNS`] runs).
+    fn send_posted(self: &Arc<Self>) {
+        if self.run_until_sent(Context::Process) {
+            // Received datagrams, or a send queue deeper than the bound: the work item's.
+            Self::schedule(self.as_arc_borrow());
+        }
+    }
+
+    /// Runs the queue pair here, in process context, until its send queue is empty or
+    /// [`DRAIN_RUNS`] runs are done; returns whether something still waits.
+    ///
+    /// Each run ends as `ctx` says ([`QpShared::finish_run`]).
+    fn run_until_sent(self: &Arc<Self>, ctx: Context) -> bool {
+        for _ in 0..DRAIN_RUNS {
+            self.inbox.lock().kicked = true;
+            let mut guard = self.transport.lock();
+            let end = self.run_once(&mut guard, Context::Process);
+            drop(guard);
+            let more = end.more;
+            let waiting = self.finish_run(end, ctx);
+            if !more {
+                return waiting;
+            }
+        }
+        true
     }
 
     /// One run: received packets, expired timers, then the send queue.
@@ -959,18 +1001,8 @@ impl QpShared {
     /// hold them. The C driver drains its tasks the same way. Bounded by [`DRAIN_RUNS`] runs
     /// of [`SEND_BUDGET`] packets; a reliable connection stops at its full window.
     pub(crate) fn drain(self: &Arc<Self>) {
-        for _ in 0..DRAIN_RUNS {
-            self.inbox.lock().kicked = true;
-            let mut guard = self.transport.lock();
-            let end = self.run_once(&mut guard, Context::Process);
-            drop(guard);
-            let more = end.more;
-            // What came in meanwhile is dropped by `stop`: only the send queue matters here.
-            let _ = self.finish_run(end, Context::Nested);
-            if !more {
-                return;
-            }
-        }
+        // What came in meanwhile is dropped by `stop`: only the send queue matters here.
+        let _ = self.run_until_sent(Context::Nested);
     }
 
     /// Stops scheduling for good, waits for the timer and the run, and drops what waits:

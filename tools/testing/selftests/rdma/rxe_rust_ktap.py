@@ -15,15 +15,25 @@ class Results:
     def check(self, desc, ok, diag=""):
         self.results.append((bool(ok), desc, diag))
 
+    def note(self, text):
+        """A diagnostic line, printed in order among the results; not a check."""
+        self.results.append((None, text, ""))
+
     def report(self):
         """Prints the KTAP report; returns the exit status."""
         print("TAP version 13")
-        print(f"1..{len(self.results)}")
-        for i, (ok, desc, diag) in enumerate(self.results, 1):
+        checks = [r for r in self.results if r[0] is not None]
+        print(f"1..{len(checks)}")
+        i = 0
+        for ok, desc, diag in self.results:
+            if ok is None:
+                print(f"# {desc}")
+                continue
+            i += 1
             print(f"{'ok' if ok else 'not ok'} {i} {desc}")
             if diag:
                 print(f"# {diag}")
-        return 0 if all(r[0] for r in self.results) else 1
+        return 0 if all(r[0] for r in checks) else 1
 
 
 def on_device(res, drv, scenario, netdev="eth0"):
