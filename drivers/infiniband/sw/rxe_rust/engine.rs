@@ -7,11 +7,12 @@
 //! something waits in its [`Inbox`]: packets (from the wire, queued in softirq after an RCU
 //! lookup, or from another queue pair of this device), new send WQEs (the doorbell), or a
 //! timer that fired. A user doorbell runs its own queue pair in the system call, for up to
-//! [`INLINE_RUNS`] runs (a datagram queue pair's until its send queue is empty, as its WQEs
-//! name address handles user space may destroy next); the work item does the rest, up to
-//! [`WORK_RUNS`] runs per wake-up. A packet from the wire for a connected queue pair (RC, UC) is handled in the softirq it
-//! arrived in, for up to [`INLINE_RUNS`] runs, when no other context runs that queue
-//! pair (as the C driver's responder and completer run inline); otherwise the work item
+//! [`INLINE_RUNS`] runs (a datagram queue pair, up to [`DRAIN_RUNS`] runs, until its send
+//! queue is empty: its WQEs name address handles that user space may destroy next); the work
+//! item does the rest, up to [`WORK_RUNS`] runs per wake-up. A packet from the wire for a
+//! connected queue pair (RC, UC) is handled in the softirq it arrived in, for up to
+//! [`INLINE_RUNS`] runs, when no other context runs that queue pair (as the C driver's
+//! responder and completer run inline); otherwise the work item
 //! handles it; a SEND or WRITE of a one-way stream always goes to the work item
 //! ([`Transport::take_turn`]). A run in softirq sends responses only: the requests an
 //! acknowledgement lets go wait for the work item, or for a doorbell that waits for that run
@@ -111,7 +112,8 @@ enum Context {
 /// again, behind the system workqueue's other work.
 const WORK_RUNS: usize = 8;
 
-/// Runs `destroy_qp` may do to send what the send queue still holds (see [`QpShared::drain`]).
+/// Runs `destroy_qp` ([`QpShared::drain`]) or a datagram queue pair's doorbell
+/// ([`QpShared::send_posted`]) may do to send what the send queue holds.
 const DRAIN_RUNS: usize = 256;
 
 /// What waits for a queue pair's run.
@@ -735,9 +737,10 @@ impl QpShared {
         Self::schedule(self.as_arc_borrow());
     }
 
-    /// Processes the send queue now, in the caller's (process) context, if the requester has
-    /// at most one WQE outstanding ([`Transport::few_outstanding`]) and no run is in progress
-    /// elsewhere; otherwise the run in progress or the work item does it.
+    /// Processes the send queue of a connected queue pair (RC, UC) now, in the caller's
+    /// (process) context, if the requester has at most one WQE outstanding
+    /// ([`Transport::few_outstanding`]) and no run is in progress elsewhere; otherwise the run
+    /// in progress or the work item does it.
     ///
     /// A doorbell on an idle queue pair runs it in the system call, which saves a context
     /// switch on the way to the wire (latency), and then the acknowledgement that came back
@@ -749,8 +752,8 @@ impl QpShared {
     /// not) is waited for: it may not send the new requests ([`Transport::hold_requests`]), and
     /// leaving them to the work item costs a wake-up per message. It is bounded.
     ///
-    /// A datagram queue pair sends what was posted before the doorbell returns
-    /// ([`QpShared::send_posted`]).
+    /// A datagram queue pair instead sends what was posted before the doorbell returns,
+    /// waiting for a run in progress ([`QpShared::send_posted`]).
     pub(crate) fn kick(self: &Arc<Self>) {
         if !matches!(self.qp_type, IbQpType::Rc | IbQpType::Uc) {
             self.send_posted();
@@ -775,7 +778,8 @@ impl QpShared {
     /// and user space may destroy the handle as soon as the post returns: mckey's sender does,
     /// right before its queue pair. Left to the work item, whose run may be busy with received
     /// datagrams, such a send would fail for want of its handle. A datagram is not held back
-    /// by its peer, so this is bounded by the send queue's depth ([`DRAIN_RUNS`] runs).
+    /// by its peer: this sends up to [`DRAIN_RUNS`] runs of [`SEND_BUDGET`] packets, and
+    /// leaves the rest of a deeper post list to the work item.
     fn send_posted(self: &Arc<Self>) {
         if self.run_until_sent(Context::Process) {
             // Received datagrams, or a send queue deeper than the bound: the work item's.
@@ -783,8 +787,8 @@ impl QpShared {
         }
     }
 
-    /// Runs the queue pair here, in process context, until its send queue is empty or
-    /// [`DRAIN_RUNS`] runs are done; returns whether something still waits.
+    /// Runs the queue pair here, in process context, until a run leaves nothing more to send
+    /// ([`RunEnd::more`]) or [`DRAIN_RUNS`] runs are done; returns whether something waits.
     ///
     /// Each run ends as `ctx` says ([`QpShared::finish_run`]).
     fn run_until_sent(self: &Arc<Self>, ctx: Context) -> bool {
