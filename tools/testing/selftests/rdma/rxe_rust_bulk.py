@@ -10,7 +10,7 @@ with what it wrote, byte for byte. Work requests are 1 MiB (-c to change). Both 
 request completed with success and both comparisons held.
 
 Arguments in perftest's shape, so that a test can run it as it runs
-ib_write_bw: rxe_rust_bulk.py [-s SIZE] [-c CHUNK] -p PORT -d DEVICE
+ib_write_bw: rxe_rust_bulk.py [-s SIZE] [-c CHUNK] [-m MTU] -p PORT -d DEVICE
 -x GID_INDEX [SERVER_ADDRESS] (without an address it is the server). Queue pair
 attributes and addresses go over TCP on PORT.
 """
@@ -37,6 +37,9 @@ ACCESS = (e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE |
           e.IBV_ACCESS_REMOTE_READ)
 # Seconds one work request may take before the run is declared stuck.
 WR_TIMEOUT = 120
+# Path MTUs (-m), in bytes.
+MTUS = {256: e.IBV_MTU_256, 512: e.IBV_MTU_512, 1024: e.IBV_MTU_1024,
+        2048: e.IBV_MTU_2048, 4096: e.IBV_MTU_4096}
 
 
 def say(msg):
@@ -61,7 +64,8 @@ class Link:
 
 
 class End:
-    def __init__(self, dev, gid_index, size):
+    def __init__(self, dev, gid_index, size, mtu):
+        self.mtu = mtu
         self.ctx = Context(name=dev)
         self.pd = PD(self.ctx)
         self.cq = CQ(self.ctx, 2 * DEPTH)
@@ -82,7 +86,7 @@ class End:
         attr.pkey_index = 0
         attr.port_num = 1
         attr.qp_access_flags = ACCESS
-        attr.path_mtu = e.IBV_MTU_1024
+        attr.path_mtu = self.mtu
         attr.dest_qp_num = peer["qpn"]
         attr.rq_psn = 0
         attr.sq_psn = 0
@@ -141,7 +145,7 @@ def first_difference(a, b):
 
 
 def server(args):
-    end = End(args.d, args.x, args.s)
+    end = End(args.d, args.x, args.s, MTUS[args.m])
     lsock = socket.create_server(("", args.p), family=socket.AF_INET)
     sock, _ = lsock.accept()
     link = Link(sock)
@@ -164,7 +168,7 @@ def server(args):
 
 
 def client(args):
-    end = End(args.d, args.x, args.s)
+    end = End(args.d, args.x, args.s, MTUS[args.m])
     blob = os.urandom(args.s)
     end.mr.write(blob, args.s, 0)
     sock = socket.create_connection((args.server, args.p), timeout=WR_TIMEOUT)
@@ -210,6 +214,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("-s", type=int, default=64 << 20, help="bytes (default 64 MiB)")
     ap.add_argument("-c", type=int, default=1 << 20, help="bytes per work request (1 MiB)")
+    ap.add_argument("-m", type=int, default=1024, choices=sorted(MTUS),
+                    help="path MTU in bytes (1024; both sides must agree)")
     ap.add_argument("-p", type=int, required=True, help="TCP port")
     ap.add_argument("-d", required=True, help="RDMA device")
     ap.add_argument("-x", type=int, required=True, help="GID index")

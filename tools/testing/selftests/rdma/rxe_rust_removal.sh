@@ -21,7 +21,7 @@
 
 RXE_VETH_HELPERS=1 source "$(dirname "$0")/rxe_rust_veth.sh"
 
-REMOVAL_GRACE=20
+REMOVAL_GRACE=8
 REMOVAL_TIMEOUT=60
 # ib_write_bw runs for this long unless it is stopped.
 TRAFFIC_SECONDS=60
