@@ -50,6 +50,7 @@ use rxe_roce::roce::requester::{
     SendWr,
     MAX_UNACKED_PSNS,
     MIN_WINDOW, //
+    TAIL_PROBE_DIVISOR,
 };
 use rxe_roce::roce::timer::{
     AckTimeout,
@@ -268,6 +269,20 @@ impl End {
         let at = self.io.timers.remove(&t).expect("timer armed");
         self.io.now = self.io.now.max(at);
         self.qp.on_timer(t, &mut self.mem, &mut self.io);
+    }
+
+    /// Lets the local ACK timeout expire: the clock passes the armed time by a whole
+    /// timeout, so a tail-loss probe armed before it is passed over.
+    fn time_out(&mut self) {
+        let at = self
+            .io
+            .timers
+            .remove(&TimerId::Retransmit)
+            .expect("timer armed");
+        let timeout = AckTimeout::new(10).unwrap().nanos().unwrap();
+        self.io.now = self.io.now.max(at + timeout);
+        self.qp
+            .on_timer(TimerId::Retransmit, &mut self.mem, &mut self.io);
     }
 
     fn sends_done(&self) -> Vec<(u64, WcStatus)> {
@@ -528,7 +543,7 @@ fn duplicate_read_is_replayed_from_the_resource() {
     // arrived), and the responder answers the duplicate's own length only.
     a.deliver(&resp[..1]);
     a.deliver(&resp[2..]);
-    a.fire(TimerId::Retransmit);
+    a.time_out();
     let retry = a.take_sent();
     let pkt = Packet::parse(&retry[0]).unwrap();
     assert_eq!(pkt.psn().get(), 0xff_ffff);
@@ -637,7 +652,7 @@ fn lost_read_response_alone_is_asked_again() {
     // again, from that response on; the second READ has all of its responses.
     a.deliver(&resp[..1]);
     a.deliver(&resp[2..]);
-    a.fire(TimerId::Retransmit);
+    a.time_out();
     assert_eq!(a.count(Counter::Retry), 1);
     let retry = a.take_sent();
     assert_eq!(retry.len(), 1, "one READ request asked again");
@@ -662,7 +677,7 @@ fn gap_retry_leaves_what_was_sent_after_the_gap() {
     // The first READ's second response is lost; the third READ's are still on the way.
     a.deliver(&resp[..1]);
     a.deliver(&resp[2..6]);
-    a.fire(TimerId::Retransmit);
+    a.time_out();
     let retry = a.take_sent();
     assert_eq!(
         opcodes(&retry).iter().map(|x| x.1).collect::<Vec<_>>(),
@@ -692,7 +707,7 @@ fn duplicate_read_goes_before_the_response_in_progress() {
     // The first READ's middle response is lost: `a` asks for it again.
     a.deliver(&[first[0].clone(), first[2].clone()]);
     a.deliver(&second);
-    a.fire(TimerId::Retransmit);
+    a.time_out();
     let retry = a.take_sent();
     assert_eq!(retry.len(), 1);
     // Answered at once, not behind the rest of the second READ's response.
@@ -752,7 +767,7 @@ fn read_responses_further_than_the_window_do_not_fill_a_gap() {
     // After the reorder window: the first READ from its lost response on; the second
     // READ from its first response beyond the bitmap, once the window of unacknowledged
     // PSNs has room again.
-    a.fire(TimerId::Retransmit);
+    a.time_out();
     for expect in [0xff_fffe + 10 - 0x100_0000, 0xff_fffe + 138 - 0x100_0000] {
         let req = a.take_sent();
         assert_eq!(
@@ -853,7 +868,7 @@ fn read_response_resumes_where_buffers_ran_out() {
     assert_eq!(a.sends_done(), [(0, WcStatus::Success)]);
     assert_eq!(a.mem.local[..600], b.mem.remote[8..608]);
     // The dropped WRITE comes again with the retry and is carried out.
-    a.fire(TimerId::Retransmit);
+    a.time_out();
     let retry = a.take_sent();
     b.deliver(&retry);
     a.deliver(&b.take_sent());
@@ -984,7 +999,7 @@ fn timeout_retry_count_is_the_ibta_count() {
         while a.qp.state() != TransportState::Error {
             sends += 1;
             assert_eq!(a.take_sent().len(), 2);
-            a.fire(TimerId::Retransmit);
+            a.time_out();
         }
         assert_eq!(sends, 1 + usize::from(retry_cnt), "7 means seven retries");
         assert_eq!(
@@ -992,6 +1007,68 @@ fn timeout_retry_count_is_the_ibta_count() {
             [(0, WcStatus::RetryExcErr), (1, WcStatus::WrFlushErr)]
         );
         assert!(a.io.timers.is_empty());
+    }
+}
+
+#[test]
+fn tail_loss_probe_recovers_a_lost_last_packet_before_the_timeout() {
+    let (mut a, mut b) = pair(QpType::Rc, 7, 7);
+    let timeout = AckTimeout::new(10).unwrap().nanos().unwrap();
+    a.post(wr(0, WrOpcode::Send, Remote::None, 10));
+    a.post(wr(1, WrOpcode::Send, Remote::None, 10));
+    let t0 = a.io.now;
+    let mut sent = a.take_sent();
+    assert_eq!(sent.len(), 2);
+    // The second SEND is lost: no later packet tells the responder.
+    let sent_second = vec![sent.pop().unwrap()];
+    b.post_recv(0);
+    b.post_recv(1);
+    b.deliver(&sent);
+    a.deliver(&b.take_sent());
+    assert_eq!(a.sends_done(), [(0, WcStatus::Success)]);
+    assert_eq!(
+        a.io.timers[&TimerId::Retransmit],
+        t0 + timeout / TAIL_PROBE_DIVISOR,
+        "the probe comes before the timeout"
+    );
+    a.fire(TimerId::Retransmit);
+    assert_eq!(a.count(Counter::TailProbe), 1);
+    assert_eq!(a.count(Counter::Retry), 0, "a probe is no retry");
+    // What was not acknowledged goes again; the timeout stays where it was.
+    assert_eq!(a.io.timers[&TimerId::Retransmit], t0 + timeout);
+    let probe = a.take_sent();
+    assert_eq!(probe.len(), 1);
+    assert_eq!(probe, sent_second);
+    b.deliver(&probe);
+    a.deliver(&b.take_sent());
+    assert_eq!(
+        a.sends_done(),
+        [(0, WcStatus::Success), (1, WcStatus::Success)]
+    );
+    assert_eq!(b.io.done.len(), 2);
+    assert!(a.io.timers.is_empty());
+}
+
+#[test]
+fn tail_loss_probes_leave_the_retry_count_and_its_time_as_they_were() {
+    for retry_cnt in 0..=3u8 {
+        let (mut a, _) = pair(QpType::Rc, retry_cnt, 7);
+        let timeout = AckTimeout::new(10).unwrap().nanos().unwrap();
+        let t0 = a.io.now;
+        a.post(wr(0, WrOpcode::Send, Remote::None, 10));
+        // A dead link: nothing comes back.
+        while a.qp.state() != TransportState::Error {
+            a.take_sent();
+            a.fire(TimerId::Retransmit);
+        }
+        assert_eq!(a.count(Counter::Retry), usize::from(retry_cnt));
+        assert_eq!(a.count(Counter::TailProbe), usize::from(retry_cnt) + 1);
+        assert_eq!(
+            a.io.now,
+            t0 + (u64::from(retry_cnt) + 1) * timeout,
+            "the probes do not move the timeout"
+        );
+        assert_eq!(a.sends_done(), [(0, WcStatus::RetryExcErr)]);
     }
 }
 
@@ -1388,7 +1465,7 @@ fn timeout_narrows_the_window_and_a_read_is_asked_in_pieces() {
         4 * 256,
     ));
     assert_eq!(a.take_sent().len(), 4);
-    a.fire(TimerId::Retransmit);
+    a.time_out();
     assert_eq!(a.qp.send_window(), MIN_WINDOW);
     let again = a.take_sent();
     assert_eq!(again.len(), MIN_WINDOW as usize);
@@ -1450,9 +1527,9 @@ fn a_read_asked_in_two_requests_completes() {
     a.post(fetch_add(0, 1));
     // Lost twice: the second timeout leaves no room to grow back at once.
     let _lost = a.take_sent();
-    a.fire(TimerId::Retransmit);
+    a.time_out();
     let _lost_again = a.take_sent();
-    a.fire(TimerId::Retransmit);
+    a.time_out();
     assert_eq!(a.qp.send_window(), MIN_WINDOW);
     b.deliver(&a.take_sent());
     a.deliver(&b.take_sent());
@@ -1520,7 +1597,7 @@ fn acknowledgement_past_the_send_position_moves_it_up() {
     let _lost = b.take_sent();
     // The timeout goes back with the smallest window: two packets, duplicates to `b`,
     // which acknowledges all five.
-    a.fire(TimerId::Retransmit);
+    a.time_out();
     let again = a.take_sent();
     assert_eq!(again.len(), MIN_WINDOW as usize);
     b.deliver(&again);

@@ -41,6 +41,7 @@ use super::aeth::{
 use super::io::{
     Clock,
     Counter,
+    Instant,
     Output,
     TimerId,
     WcStatus, //
@@ -163,20 +164,20 @@ impl<const N: usize> Requester<N> {
         self.retrying = false;
         self.retry.reset();
         self.rnr_retry.reset();
-        if self.next_psn != self.comp_psn && self.rnr_wait.is_none() {
-            if let Some(nanos) = self.ack_timeout.nanos() {
-                let deadline = out.now().after_nanos(nanos);
-                self.retrans_deadline = Some(deadline);
-                out.arm(TimerId::Retransmit, deadline);
-                self.gap_until = None;
-                if let Some(end) = self.early_end() {
-                    // Responses wait beyond another gap.
-                    self.implied_nak(end, out);
-                }
-                return;
+        if self.next_psn != self.comp_psn
+            && self.rnr_wait.is_none()
+            && self.ack_timeout.nanos().is_some()
+        {
+            self.arm_retransmit(out);
+            self.gap_until = None;
+            if let Some(end) = self.early_end() {
+                // Responses wait beyond another gap.
+                self.implied_nak(end, out);
             }
+            return;
         }
         self.retrans_deadline = None;
+        self.probe = false;
         self.gap_until = None;
         out.cancel(TimerId::Retransmit);
     }
@@ -226,6 +227,31 @@ impl<const N: usize> Requester<N> {
         }
     }
 
+    /// Goes back to the oldest unacknowledged PSN before the local ACK timeout, without a
+    /// transport retry (see [`Requester::probe`]); the timeout stays at `deadline`.
+    ///
+    /// Returns false if there is nothing to probe: nothing outstanding, or an RNR wait, a
+    /// reorder window or a gap-filling retry already under way.
+    fn tail_probe<O>(&mut self, deadline: Instant, out: &mut O) -> bool
+    where
+        O: Output + Clock + ?Sized,
+    {
+        if self.next_psn == self.comp_psn
+            || self.rnr_wait.is_some()
+            || self.gap_until.is_some()
+            || self.resend.is_some()
+        {
+            return false;
+        }
+        out.count(Counter::TailProbe);
+        // NAKs for what was sent before answer what the probe sends again.
+        self.retrying = true;
+        self.rewind(self.comp_psn);
+        self.retrans_deadline = Some(deadline);
+        out.arm(TimerId::Retransmit, deadline);
+        true
+    }
+
     /// Answers an implied NAK: a response reached past a READ or atomic whose own response
     /// has not arrived.
     ///
@@ -256,6 +282,8 @@ impl<const N: usize> Requester<N> {
         let deadline = out.now().after_nanos(nanos / REORDER_WINDOW_DIVISOR);
         if self.retrans_deadline.is_none_or(|d| deadline < d) {
             self.retrans_deadline = Some(deadline);
+            // The window ends before any probe would.
+            self.probe = false;
             out.arm(TimerId::Retransmit, deadline);
         }
     }
@@ -321,6 +349,7 @@ impl<const N: usize> Requester<N> {
                     let deadline = out.now().after_nanos(nanos);
                     self.rnr_wait = Some((psn, deadline));
                     self.retrans_deadline = None;
+                    self.probe = false;
                     out.cancel(TimerId::Retransmit);
                     out.arm(TimerId::RnrRetry, deadline);
                 } else {
@@ -514,11 +543,24 @@ impl<const N: usize> Requester<N> {
                 let Some(deadline) = self.retrans_deadline else {
                     return;
                 };
+                if self.probe {
+                    let probe = self.probe_time(deadline);
+                    if now < probe {
+                        out.arm(TimerId::Retransmit, probe);
+                        return;
+                    }
+                    self.probe = false;
+                    if now < deadline && self.tail_probe(deadline, out) {
+                        self.run(mem, out);
+                        return;
+                    }
+                }
                 if now < deadline {
                     out.arm(TimerId::Retransmit, deadline);
                     return;
                 }
                 self.retrans_deadline = None;
+                self.probe = false;
                 let gap_until = self.gap_until.take();
                 if self.next_psn == self.comp_psn || self.rnr_wait.is_some() {
                     return;

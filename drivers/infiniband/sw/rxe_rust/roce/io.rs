@@ -192,6 +192,9 @@ pub enum Counter {
     RnrNakReceived,
     /// The requester went back to retransmit (timeout, NAK or implied NAK).
     Retry,
+    /// The requester went back to retransmit before the local ACK timeout, without a
+    /// retry: nothing was acknowledged for a while (see `Requester::probe`).
+    TailProbe,
     /// The requester retried after an RNR NAK.
     RnrRetry,
     /// The transport retry count ran out.

@@ -68,6 +68,9 @@ pub const MAX_PKTS_PER_ACK: u32 = 64;
 /// The smallest send window, in PSNs (see [`Requester::window`]).
 pub const MIN_WINDOW: u32 = 2;
 
+/// The tail-loss probe, as a fraction of the local ACK timeout (see [`Requester::probe`]).
+pub const TAIL_PROBE_DIVISOR: u64 = 8;
+
 /// A send work request as the requester keeps it: a validated WQE without its buffers.
 ///
 /// The buffers stay with the caller, who names them by `slot` when the
@@ -200,6 +203,17 @@ pub struct Requester<const N: usize> {
     pub(super) rd_atomic: u32,
     pub(super) noack_pkts: u32,
     pub(super) retrans_deadline: Option<Instant>,
+    /// The tail-loss probe is due at [`Requester::probe_time`], if nothing was
+    /// acknowledged by then.
+    ///
+    /// Not in the IBTA. When the last packets of a window, or the ACK for them, are lost,
+    /// no later packet makes the responder NAK, so only the local ACK timeout recovers; on a
+    /// lossy link with a narrowed window that is most losses, and the QP waits most of its
+    /// time. The probe goes back to `comp_psn` a [`TAIL_PROBE_DIVISOR`]th of the timeout
+    /// after the timer started, as TCP's tail-loss probe does, without using a transport
+    /// retry; it runs at most once per start of the timer, which only progress or a retry
+    /// does, so a dead link still exhausts the retry count in the same time.
+    pub(super) probe: bool,
     /// After an RNR NAK: the PSN to resume at and when.
     pub(super) rnr_wait: Option<(Psn, Instant)>,
     /// A go-back-N retry is under way: no progress since it started.
@@ -254,6 +268,7 @@ impl<const N: usize> Requester<N> {
             rd_atomic: 0,
             noack_pkts: 0,
             retrans_deadline: None,
+            probe: false,
             rnr_wait: None,
             retrying: false,
             early: [0; EARLY_WORDS],
@@ -412,16 +427,27 @@ impl<const N: usize> Requester<N> {
         self.retire(out);
     }
 
-    /// Starts the local ACK timer.
-    fn arm_retransmit<O>(&mut self, out: &mut O)
+    /// Starts the local ACK timer, with its tail-loss probe.
+    pub(super) fn arm_retransmit<O>(&mut self, out: &mut O)
     where
         O: Output + Clock + ?Sized,
     {
         if let Some(nanos) = self.ack_timeout.nanos() {
             let deadline = out.now().after_nanos(nanos);
             self.retrans_deadline = Some(deadline);
-            out.arm(TimerId::Retransmit, deadline);
+            self.probe = true;
+            out.arm(TimerId::Retransmit, self.probe_time(deadline));
         }
+    }
+
+    /// Returns when the tail-loss probe of the local ACK timer ending at `deadline` is due.
+    pub(super) fn probe_time(&self, deadline: Instant) -> Instant {
+        let nanos = self.ack_timeout.nanos().unwrap_or(0);
+        Instant(
+            deadline
+                .0
+                .saturating_sub(nanos.saturating_sub(nanos / TAIL_PROBE_DIVISOR)),
+        )
     }
 
     /// Moves the send position up to `comp_psn` if acknowledgements overtook it.
@@ -839,6 +865,7 @@ impl<const N: usize> Requester<N> {
         self.gap_until = None;
         self.resend = None;
         self.retrans_deadline = None;
+        self.probe = false;
         self.rnr_wait = None;
         out.cancel(TimerId::Retransmit);
         out.cancel(TimerId::RnrRetry);
@@ -898,6 +925,7 @@ impl<const N: usize> Requester<N> {
                 self.cur_pkt = psn.distance_from(e.first_psn);
                 self.noack_pkts = 0;
                 self.retrans_deadline = None;
+                self.probe = false;
                 return;
             }
             k = k.wrapping_add(1);
