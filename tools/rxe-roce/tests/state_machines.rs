@@ -64,6 +64,13 @@ use rxe_roce::roce::wqe::{
 
 const SLOT: usize = 32 * 1024;
 const REMOTE: u64 = 0x10_0000;
+/// The local ACK timeout exponent of every QP here (4.2 ms).
+const ACK_TIMEOUT: u8 = 10;
+
+/// The local ACK timeout of every QP here, in nanoseconds.
+fn ack_timeout_nanos() -> u64 {
+    AckTimeout::new(ACK_TIMEOUT).unwrap().nanos().unwrap()
+}
 const RKEY: u32 = 2;
 
 /// Local buffers: slot `s` is `bytes[s * SLOT..]`; remote memory: `remote` at `REMOTE` for `RKEY`.
@@ -279,8 +286,7 @@ impl End {
             .timers
             .remove(&TimerId::Retransmit)
             .expect("timer armed");
-        let timeout = AckTimeout::new(10).unwrap().nanos().unwrap();
-        self.io.now = self.io.now.max(at + timeout);
+        self.io.now = self.io.now.max(at + ack_timeout_nanos());
         self.qp
             .on_timer(TimerId::Retransmit, &mut self.mem, &mut self.io);
     }
@@ -314,7 +320,7 @@ fn pair_with(qp_type: QpType, retry_cnt: u8, rnr_retry: u8, srq: bool) -> (End, 
             retry_cnt,
             rnr_retry,
             min_rnr_timer: RnrTimer::from_bits(4),
-            ack_timeout: AckTimeout::new(10).unwrap(),
+            ack_timeout: AckTimeout::new(ACK_TIMEOUT).unwrap(),
             max_rd_atomic: 4,
             access: Access::from_bits(0x30f),
             sq_sig_all: true,
@@ -543,7 +549,7 @@ fn duplicate_read_is_replayed_from_the_resource() {
     // arrived), and the responder answers the duplicate's own length only.
     a.deliver(&resp[..1]);
     a.deliver(&resp[2..]);
-    a.time_out();
+    a.fire(TimerId::Retransmit);
     let retry = a.take_sent();
     let pkt = Packet::parse(&retry[0]).unwrap();
     assert_eq!(pkt.psn().get(), 0xff_ffff);
@@ -631,7 +637,7 @@ fn late_read_response_needs_no_retry() {
         a.take_sent().is_empty(),
         "no go-back-N retry on a reordering"
     );
-    let window = AckTimeout::new(10).unwrap().nanos().unwrap() / 16;
+    let window = ack_timeout_nanos() / 16;
     assert_eq!(
         a.io.timers.get(&TimerId::Retransmit),
         Some(&(a.io.now + window))
@@ -652,7 +658,7 @@ fn lost_read_response_alone_is_asked_again() {
     // again, from that response on; the second READ has all of its responses.
     a.deliver(&resp[..1]);
     a.deliver(&resp[2..]);
-    a.time_out();
+    a.fire(TimerId::Retransmit);
     assert_eq!(a.count(Counter::Retry), 1);
     let retry = a.take_sent();
     assert_eq!(retry.len(), 1, "one READ request asked again");
@@ -677,7 +683,7 @@ fn gap_retry_leaves_what_was_sent_after_the_gap() {
     // The first READ's second response is lost; the third READ's are still on the way.
     a.deliver(&resp[..1]);
     a.deliver(&resp[2..6]);
-    a.time_out();
+    a.fire(TimerId::Retransmit);
     let retry = a.take_sent();
     assert_eq!(
         opcodes(&retry).iter().map(|x| x.1).collect::<Vec<_>>(),
@@ -707,7 +713,7 @@ fn duplicate_read_goes_before_the_response_in_progress() {
     // The first READ's middle response is lost: `a` asks for it again.
     a.deliver(&[first[0].clone(), first[2].clone()]);
     a.deliver(&second);
-    a.time_out();
+    a.fire(TimerId::Retransmit);
     let retry = a.take_sent();
     assert_eq!(retry.len(), 1);
     // Answered at once, not behind the rest of the second READ's response.
@@ -767,7 +773,7 @@ fn read_responses_further_than_the_window_do_not_fill_a_gap() {
     // After the reorder window: the first READ from its lost response on; the second
     // READ from its first response beyond the bitmap, once the window of unacknowledged
     // PSNs has room again.
-    a.time_out();
+    a.fire(TimerId::Retransmit);
     for expect in [0xff_fffe + 10 - 0x100_0000, 0xff_fffe + 138 - 0x100_0000] {
         let req = a.take_sent();
         assert_eq!(
@@ -1013,7 +1019,7 @@ fn timeout_retry_count_is_the_ibta_count() {
 #[test]
 fn tail_loss_probe_recovers_a_lost_last_packet_before_the_timeout() {
     let (mut a, mut b) = pair(QpType::Rc, 7, 7);
-    let timeout = AckTimeout::new(10).unwrap().nanos().unwrap();
+    let timeout = ack_timeout_nanos();
     a.post(wr(0, WrOpcode::Send, Remote::None, 10));
     a.post(wr(1, WrOpcode::Send, Remote::None, 10));
     let t0 = a.io.now;
@@ -1050,10 +1056,29 @@ fn tail_loss_probe_recovers_a_lost_last_packet_before_the_timeout() {
 }
 
 #[test]
+fn a_late_timer_skips_the_probe_and_times_out_on_time() {
+    let (mut a, _) = pair(QpType::Rc, 7, 7);
+    let timeout = ack_timeout_nanos();
+    let t0 = a.io.now;
+    a.post(wr(0, WrOpcode::Send, Remote::None, 10));
+    a.take_sent();
+    // The timer fires past the middle of the probe's time and the timeout.
+    a.io.timers.remove(&TimerId::Retransmit);
+    a.io.now = t0 + timeout / 16 * 15;
+    a.qp.on_timer(TimerId::Retransmit, &mut a.mem, &mut a.io);
+    assert_eq!(a.count(Counter::TailProbe), 0);
+    assert!(a.io.sent.is_empty());
+    assert_eq!(a.io.timers[&TimerId::Retransmit], t0 + timeout);
+    a.fire(TimerId::Retransmit);
+    assert_eq!(a.count(Counter::Retry), 1);
+    assert_eq!(a.take_sent().len(), 1);
+}
+
+#[test]
 fn tail_loss_probes_leave_the_retry_count_and_its_time_as_they_were() {
     for retry_cnt in 0..=3u8 {
         let (mut a, _) = pair(QpType::Rc, retry_cnt, 7);
-        let timeout = AckTimeout::new(10).unwrap().nanos().unwrap();
+        let timeout = ack_timeout_nanos();
         let t0 = a.io.now;
         a.post(wr(0, WrOpcode::Send, Remote::None, 10));
         // A dead link: nothing comes back.

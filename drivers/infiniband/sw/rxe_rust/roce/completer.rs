@@ -544,13 +544,16 @@ impl<const N: usize> Requester<N> {
                     return;
                 };
                 if self.probe {
-                    let probe = self.probe_time(deadline);
-                    if now < probe {
-                        out.arm(TimerId::Retransmit, probe);
+                    let probe_at = self.probe_time(deadline);
+                    if now < probe_at {
+                        out.arm(TimerId::Retransmit, probe_at);
                         return;
                     }
                     self.probe = false;
-                    if now < deadline && self.tail_probe(deadline, out) {
+                    // A timer that fires late probes only well before the timeout, or the
+                    // retry would follow the probe at once.
+                    let latest = probe_at.after_nanos(deadline.0.saturating_sub(probe_at.0) / 2);
+                    if now < latest && self.tail_probe(deadline, out) {
                         self.run(mem, out);
                         return;
                     }

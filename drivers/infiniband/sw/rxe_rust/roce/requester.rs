@@ -209,14 +209,20 @@ pub struct Requester<const N: usize> {
     /// Not in the IBTA. When the last packets of a window, or the ACK for them, are lost,
     /// no later packet makes the responder NAK, so only the local ACK timeout recovers; on a
     /// lossy link with a narrowed window that is most losses, and the QP waits most of its
-    /// time. The probe goes back to `comp_psn` a [`TAIL_PROBE_DIVISOR`]th of the timeout
+    /// time. The probe goes back to `comp_psn` 1/[`TAIL_PROBE_DIVISOR`] of the timeout
     /// after the timer started, as TCP's tail-loss probe does, without using a transport
-    /// retry; it runs at most once per start of the timer, which only progress or a retry
-    /// does, so a dead link still exhausts the retry count in the same time.
+    /// retry. It resends what the window lets out, as a retry does, and sets
+    /// [`Requester::retrying`].
+    ///
+    /// At most one probe per start of the timer, and a probe does not start it: the timer
+    /// starts when a packet goes out with it idle, on progress, and after a retry or an RNR
+    /// wait. On a dead link that is once plus once per retry, so the retry count still runs
+    /// out in the same time. A flag, not an `Option<Instant>`: the transport state must fit
+    /// in a page.
     pub(super) probe: bool,
     /// After an RNR NAK: the PSN to resume at and when.
     pub(super) rnr_wait: Option<(Psn, Instant)>,
-    /// A go-back-N retry is under way: no progress since it started.
+    /// A go-back-N retry or a tail-loss probe is under way: no progress since it started.
     pub(super) retrying: bool,
     /// READ responses placed ahead of `comp_psn`, one bit per PSN modulo
     /// [`MAX_UNACKED_PSNS`] (every outstanding PSN is within that distance of it).
