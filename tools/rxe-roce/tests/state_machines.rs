@@ -1056,6 +1056,46 @@ fn tail_loss_probe_recovers_a_lost_last_packet_before_the_timeout() {
 }
 
 #[test]
+fn a_needless_probe_costs_one_duplicate_and_reads_are_not_probed() {
+    let (mut a, mut b) = pair(QpType::Rc, 7, 7);
+    for id in 0..4 {
+        a.post(wr(id, WrOpcode::Send, Remote::None, 10));
+    }
+    let sent = a.take_sent();
+    assert_eq!(sent.len(), 4);
+    // Nothing came back yet (a slow peer): the probe sends the last packet only.
+    a.fire(TimerId::Retransmit);
+    assert_eq!(a.count(Counter::TailProbe), 1);
+    let probe = a.take_sent();
+    assert_eq!(probe, sent[3..]);
+    for slot in 0..4 {
+        b.post_recv(slot);
+    }
+    b.deliver(&sent);
+    b.deliver(&probe);
+    assert_eq!(b.count(Counter::DuplicateRequest), 1);
+    a.deliver(&b.take_sent());
+    assert_eq!(a.sends_done().len(), 4);
+    assert_eq!(b.io.done.len(), 4);
+
+    // A READ's responses are what would be missing: no probe asks for them again.
+    a.post(wr(
+        9,
+        WrOpcode::RdmaRead,
+        Remote::Rdma {
+            addr: REMOTE,
+            rkey: RKEY,
+        },
+        10,
+    ));
+    assert_eq!(a.take_sent().len(), 1);
+    a.fire(TimerId::Retransmit);
+    assert_eq!(a.count(Counter::TailProbe), 1);
+    assert!(a.io.sent.is_empty());
+    assert_eq!(a.count(Counter::Retry), 0);
+}
+
+#[test]
 fn a_late_timer_skips_the_probe_and_times_out_on_time() {
     let (mut a, _) = pair(QpType::Rc, 7, 7);
     let timeout = ack_timeout_nanos();

@@ -227,11 +227,13 @@ impl<const N: usize> Requester<N> {
         }
     }
 
-    /// Goes back to the oldest unacknowledged PSN before the local ACK timeout, without a
+    /// Sends the last packet sent again, before the local ACK timeout and without a
     /// transport retry (see [`Requester::probe`]); the timeout stays at `deadline`.
     ///
-    /// Returns false if there is nothing to probe: nothing outstanding, or an RNR wait, a
-    /// reorder window or a gap-filling retry already under way.
+    /// Returns false if there is nothing to probe: nothing outstanding, the last packet a
+    /// READ or atomic request (its responses are what would be missing, and asking for them
+    /// again costs as much as a retry), or an RNR wait, a reorder window or a gap-filling
+    /// retry already under way.
     fn tail_probe<O>(&mut self, deadline: Instant, out: &mut O) -> bool
     where
         O: Output + Clock + ?Sized,
@@ -243,10 +245,18 @@ impl<const N: usize> Requester<N> {
         {
             return false;
         }
+        let last = self.send_position().prev();
+        if !self.is_outstanding(last) {
+            return false;
+        }
+        let Some(entry) = self.owner_of(last).and_then(|k| self.entry(k)) else {
+            return false;
+        };
+        if entry.wr.is_read_or_atomic() {
+            return false;
+        }
         out.count(Counter::TailProbe);
-        // NAKs for what was sent before answer what the probe sends again.
-        self.retrying = true;
-        self.rewind(self.comp_psn);
+        self.rewind(last);
         self.retrans_deadline = Some(deadline);
         out.arm(TimerId::Retransmit, deadline);
         true

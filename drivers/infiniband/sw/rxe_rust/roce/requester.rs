@@ -209,10 +209,12 @@ pub struct Requester<const N: usize> {
     /// Not in the IBTA. When the last packets of a window, or the ACK for them, are lost,
     /// no later packet makes the responder NAK, so only the local ACK timeout recovers; on a
     /// lossy link with a narrowed window that is most losses, and the QP waits most of its
-    /// time. The probe goes back to `comp_psn` 1/[`TAIL_PROBE_DIVISOR`] of the timeout
-    /// after the timer started, as TCP's tail-loss probe does, without using a transport
-    /// retry. It resends what the window lets out, as a retry does, and sets
-    /// [`Requester::retrying`].
+    /// time. So 1/[`TAIL_PROBE_DIVISOR`] of the timeout after the timer started, the
+    /// requester sends its last packet again, as TCP's tail-loss probe does, without using
+    /// a transport retry: if only it was lost, the responder takes it and acknowledges all;
+    /// if only the ACK was, the duplicate is acknowledged; if more was lost, it is out of
+    /// sequence and the responder NAKs. A probe that was not needed (a slow peer) costs one
+    /// duplicate packet.
     ///
     /// At most one probe per start of the timer, and a probe does not start it: the timer
     /// starts when a packet goes out with it idle, on progress, and after a retry or an RNR
@@ -222,7 +224,7 @@ pub struct Requester<const N: usize> {
     pub(super) probe: bool,
     /// After an RNR NAK: the PSN to resume at and when.
     pub(super) rnr_wait: Option<(Psn, Instant)>,
-    /// A go-back-N retry or a tail-loss probe is under way: no progress since it started.
+    /// A go-back-N retry is under way: no progress since it started.
     pub(super) retrying: bool,
     /// READ responses placed ahead of `comp_psn`, one bit per PSN modulo
     /// [`MAX_UNACKED_PSNS`] (every outstanding PSN is within that distance of it).
