@@ -573,7 +573,7 @@ impl Receivers {
         }
         match free {
             Some(slot) => *slot = Some(qp.into()),
-            None => QpShared::schedule(qp),
+            None => QpShared::schedule_unless_running(qp),
         }
     }
 
@@ -584,12 +584,17 @@ impl Receivers {
     /// as the wire's softirq does, spares a work item's wake-up per batch, which waits for a
     /// CPU when two busy-polling processes hold both. One level only: what the receiver sends
     /// back goes to the work item, so a call is bounded.
+    ///
+    /// A queue pair that is running is not scheduled: its run looks at its inbox again
+    /// before it ends ([`QpShared::finish_run`]). The acknowledgement a nested receiver sends
+    /// back goes to the sender whose run called this one, and that run handles it next
+    /// rather than waking the work item for it (a context switch per message on loopback).
     fn run(self, ctx: Context) {
         for qp in self.qps.into_iter().flatten() {
             if ctx == Context::Process {
                 qp.run_here_if(Context::Nested, false, |_| true);
             } else {
-                QpShared::schedule(qp.as_arc_borrow());
+                QpShared::schedule_unless_running(qp.as_arc_borrow());
             }
         }
     }
