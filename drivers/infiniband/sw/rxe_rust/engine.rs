@@ -102,7 +102,8 @@ enum Context {
     /// A system call, the work item, `destroy_qp`.
     Process,
     /// Process context, after the run of the queue pair that sent it a packet of this device
-    /// ([`Receivers::run`]): its own packets for this device go to the work item.
+    /// ([`Receivers::run`]): its own packets for this device go to the run still going of
+    /// the queue pair they are for, or to its work item.
     Nested,
     /// The receive softirq of the UDP tunnel.
     Softirq,
@@ -578,17 +579,18 @@ impl Receivers {
     }
 
     /// Runs the queue pairs noted, here (nested, once the sender's transport is unlocked)
-    /// from a run in [`Context::Process`], or schedules them.
+    /// from a run in [`Context::Process`], or schedules those that are not running.
     ///
     /// On loopback both ends of a connection are this device's: running the receiver here,
     /// as the wire's softirq does, spares a work item's wake-up per batch, which waits for a
     /// CPU when two busy-polling processes hold both. One level only: what the receiver sends
-    /// back goes to the work item, so a call is bounded.
+    /// back is not run here, so a call is bounded.
     ///
     /// A queue pair that is running is not scheduled: its run looks at its inbox again
     /// before it ends ([`QpShared::finish_run`]). The acknowledgement a nested receiver sends
     /// back goes to the sender whose run called this one, and that run handles it next
-    /// rather than waking the work item for it (a context switch per message on loopback).
+    /// rather than waking the work item for it (two context switches per message on
+    /// loopback).
     fn run(self, ctx: Context) {
         for qp in self.qps.into_iter().flatten() {
             if ctx == Context::Process {
