@@ -554,26 +554,31 @@ def cmd_run(opts):
             log(f"bench: veth setup failed: {e}")
             for drv in opts.drivers:
                 state["dead"][(drv, "veth")] = f"veth setup failed: {e}"
-    for drv in opts.drivers:
-        mod = DRIVERS[drv]
-        unload_all()
-        try:
-            sh(["modprobe", mod], check=True)
-            eps = setup_devices([p for p in opts.paths if (drv, p) not in state["dead"]])
-        except (RuntimeError, subprocess.TimeoutExpired) as e:
-            log(f"bench: {mod}: setup failed: {e}")
-            for path in opts.paths:
-                state["dead"][(drv, path)] = f"setup failed: {e}"
-            eps = {}
-        log(f"bench: driver {mod}: " + ", ".join(
-            f"{p} {e[0].dev}/{e[1].dev} gid {e[0].gid}" for p, e in eps.items()))
-        for path in opts.paths:
-            if path in eps and not opts.no_probe:
-                r.probe(drv, path, eps[path], state)
-        for rep in range(opts.reps):
+    # Repetitions outside, drivers inside: the host's speed drifts within a boot (TCG on a
+    # shared machine), and measuring all of one driver and then all of the other turned that
+    # drift into a bias of every ratio. Interleaved, each repetition compares the drivers
+    # minutes apart at most, and the medians take one figure of each repetition.
+    for rep in range(opts.reps):
+        for drv in opts.drivers:
+            mod = DRIVERS[drv]
+            unload_all()
+            try:
+                sh(["modprobe", mod], check=True)
+                eps = setup_devices([p for p in opts.paths if (drv, p) not in state["dead"]])
+            except (RuntimeError, subprocess.TimeoutExpired) as e:
+                log(f"bench: {mod}: setup failed: {e}")
+                for path in opts.paths:
+                    state["dead"][(drv, path)] = f"setup failed: {e}"
+                eps = {}
+            log(f"bench: rep {rep + 1}, driver {mod}: " + ", ".join(
+                f"{p} {e[0].dev}/{e[1].dev} gid {e[0].gid}" for p, e in eps.items()))
+            if rep == 0:
+                for path in opts.paths:
+                    if path in eps and not opts.no_probe:
+                        r.probe(drv, path, eps[path], state)
             for path in opts.paths:
                 r.path_runs(drv, path, eps.get(path), runs, rep, state)
-        unload_all()
+            unload_all()
     if "veth" in opts.paths:
         for ns in NS:
             sh(["ip", "netns", "del", ns])
