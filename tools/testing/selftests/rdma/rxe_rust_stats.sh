@@ -42,20 +42,32 @@ listening() {
 	ss -Hltn "sport = :$1" | grep -q .
 }
 
+# Loads driver $1, adds rxl on lo and runs the perftest program and options
+# $3... between two QPs of it, over TCP port $2; leaves the device in place.
+# Writes the context switches the system made while the client ran to
+# $tmp/switches.
+perftest_on_lo() {
+	local drv=$1 port=$2 spid c0 c1
+	shift 2
+	modprobe "$drv" && ip link set lo up &&
+		rdma link add rxl type rxe netdev lo &&
+		wait_for port_state rxl ACTIVE || return 1
+	timeout 300 "$@" -d rxl -x 1 -F -p "$port" >"$tmp/srv" 2>&1 &
+	spid=$!
+	wait_for listening "$port" || return 1
+	c0=$(awk '$1 == "ctxt" { print $2 }' /proc/stat)
+	timeout 300 "$@" -d rxl -x 1 -F -p "$port" 127.0.0.1 >"$tmp/cli" 2>&1 &&
+		wait $spid || { cat "$tmp/srv" "$tmp/cli"; return 1; }
+	c1=$(awk '$1 == "ctxt" { print $2 }' /proc/stat)
+	echo $((c1 - c0)) >"$tmp/switches"
+}
+
 # Runs ib_write_bw of $2 64-byte RDMA WRITEs between two QPs of a device of
 # driver $1 on lo; writes the packets the device sent beyond the WRITEs (its
 # ACKs: all other packets are the WRITEs, one each) to $tmp/acks.
 acks_of_writes() {
-	local n=$2 spid sent
-	modprobe "$1" && ip link set lo up &&
-		rdma link add rxl type rxe netdev lo &&
-		wait_for port_state rxl ACTIVE || return 1
-	timeout 300 ib_write_bw -d rxl -x 1 -s 64 -n "$n" -F -p 18620 >"$tmp/srv" 2>&1 &
-	spid=$!
-	wait_for listening 18620 &&
-		timeout 300 ib_write_bw -d rxl -x 1 -s 64 -n "$n" -F -p 18620 127.0.0.1 \
-			>"$tmp/cli" 2>&1 &&
-		wait $spid || { cat "$tmp/srv" "$tmp/cli"; return 1; }
+	local n=$2 sent
+	perftest_on_lo "$1" 18620 ib_write_bw -s 64 -n "$n" || return 1
 	sent=$(cat /sys/class/infiniband/rxl/ports/1/hw_counters/sent_pkts)
 	echo $((sent - n)) >"$tmp/acks"
 	echo "$n WRITEs, $sent packets sent, $((sent - n)) ACKs"
@@ -63,23 +75,10 @@ acks_of_writes() {
 }
 
 # Runs ib_send_bw of $2 64-byte SENDs on each of four QPs of a device of
-# driver $1 on lo; writes the context switches the system made while the
-# client ran to $tmp/switches.
+# driver $1 on lo; the context switches are left in $tmp/switches.
 switches_of_sends() {
-	local n=$2 spid c0 c1
-	modprobe "$1" && ip link set lo up &&
-		rdma link add rxl type rxe netdev lo &&
-		wait_for port_state rxl ACTIVE || return 1
-	timeout 300 ib_send_bw -d rxl -x 1 -s 64 -q 4 -n "$n" -F -p 18621 >"$tmp/srv" 2>&1 &
-	spid=$!
-	wait_for listening 18621 || return 1
-	c0=$(awk '$1 == "ctxt" { print $2 }' /proc/stat)
-	timeout 300 ib_send_bw -d rxl -x 1 -s 64 -q 4 -n "$n" -F -p 18621 127.0.0.1 \
-		>"$tmp/cli" 2>&1 &&
-		wait $spid || { cat "$tmp/srv" "$tmp/cli"; return 1; }
-	c1=$(awk '$1 == "ctxt" { print $2 }' /proc/stat)
-	echo $((c1 - c0)) >"$tmp/switches"
-	echo "4 x $n SENDs, $((c1 - c0)) context switches"
+	perftest_on_lo "$1" 18621 ib_send_bw -s 64 -q 4 -n "$2" || return 1
+	echo "4 x $2 SENDs, $(cat "$tmp/switches") context switches"
 	rdma link del rxl && rmmod "$1"
 }
 
