@@ -7,7 +7,7 @@
 //! something waits in its [`Inbox`]: packets (from the wire, queued in softirq after an RCU
 //! lookup, or from another queue pair of this device), new send WQEs (the doorbell), or a
 //! timer that fired. A user doorbell runs its own queue pair in the system call, for up to
-//! [`INLINE_RUNS`] runs (a datagram queue pair, up to [`DRAIN_RUNS`] runs, until its send
+//! [`DOORBELL_RUNS`] runs (a datagram queue pair, up to [`DRAIN_RUNS`] runs, until its send
 //! queue is empty: its WQEs name address handles that user space may destroy next); the work
 //! item does the rest, up to [`WORK_RUNS`] runs per wake-up. A packet from the wire for a
 //! connected queue pair (RC, UC) is handled in the softirq it arrived in, for up to
@@ -18,7 +18,9 @@
 //! acknowledgement lets go wait for the work item, or for a doorbell that waits for that run
 //! ([`QpShared::kick`]), so that a queue pair's requests never leave
 //! from softirq, where a later one sent from another CPU could overtake them
-//! ([`Transport::hold_requests`]). A run touches no other queue pair's transport: packets for
+//! ([`Transport::hold_requests`]). Nor does it take new send WQEs: their doorbell, which
+//! follows them, runs the queue pair (or waits for the run in softirq to end), and a work
+//! item woken for them would find nothing left to do. A run touches no other queue pair's transport: packets for
 //! another queue pair of this device go to its inbox before the run unlocks its own, in the
 //! order they were sent, and a run in process context then runs that queue pair, one level
 //! deep ([`Context::Nested`]).
@@ -91,9 +93,17 @@ pub(crate) const MAX_INBOX_PACKETS: usize = 1024;
 /// The work item of a queue pair's run (the timer is the other, [`QpShared`]'s default).
 pub(crate) const RUN: u64 = 1;
 
-/// Runs a doorbell or a received packet may do in the caller's context, one after the other
-/// while something waits; then the work item takes over.
+/// Runs a received packet may do in the caller's context, one after the other while
+/// something waits; then the work item takes over.
 const INLINE_RUNS: usize = 2;
+
+/// Runs a doorbell may do in the system call, as [`INLINE_RUNS`].
+///
+/// In a ping-pong over a veth, the doorbell's first run sends the request, whose transmit
+/// runs the peer's receive in this CPU's softirq; its acknowledgement comes in for the second
+/// run, and the peer's answer often during that one, for a third. Left to the work item, the
+/// answer waits for a worker to preempt one of the two busy-polling processes.
+const DOORBELL_RUNS: usize = 4;
 
 /// Where a run happens: a run in softirq leaves its requests to the work item
 /// ([`Transport::hold_requests`]).
@@ -350,46 +360,58 @@ impl Engine {
         }
         let env = self.env(qp);
         let mut next = t.sq_read;
+        // A run in softirq takes no new WQE: their doorbell runs the queue pair in process
+        // context ([`QpShared::kick`]); taken and held here, they would wake the work item for
+        // nothing. But WQEs a full window stopped have had their doorbell: the acknowledgement
+        // that makes room takes them, and holds them for the work item.
+        let take_new = !t.holds_requests() || t.sq_stalled;
         let mut bad = None;
         let budget = Some(SEND_BUDGET);
-        let (failed, ran_dry) = with_io_budget(t, &env, tx, out, budget, None, |roce, mem, io| {
-            // A datagram or UC message completes once sent, which makes room in the window
-            // again: a post list longer than the window goes on here, within the budget, as
-            // no acknowledgement will come to run the queue pair for the rest. A round that
-            // completes nothing ends it, so the rounds are bounded as well.
-            for _ in 0..SEND_BUDGET {
-                while roce.requester.outstanding() < SQ_WINDOW {
-                    let Some(wr) = mem.next_send_wr(next) else {
-                        break;
-                    };
-                    let index = next;
-                    next = qp.next_sq_index(next);
-                    let posted = match wr {
-                        // A datagram's address handle must exist and be in the QP's domain.
-                        Ok(wr) if !self.ah_usable(qp, &wr.remote) => false,
-                        Ok(wr) => roce.post_send(wr, mem, io).is_ok(),
-                        Err(()) => false,
-                    };
-                    if !posted {
-                        // A malformed WQE: what came before it is flushed, it completes with
-                        // a local QP operation error, and the QP goes to ERR.
-                        roce.fail(io);
-                        bad = Some(index);
+        let ((failed, full), ran_dry) =
+            with_io_budget(t, &env, tx, out, budget, None, |roce, mem, io| {
+                // A datagram or UC message completes once sent, which makes room in the window
+                // again: a post list longer than the window goes on here, within the budget, as
+                // no acknowledgement will come to run the queue pair for the rest. A round that
+                // completes nothing ends it, so the rounds are bounded as well.
+                for _ in 0..SEND_BUDGET {
+                    while take_new && roce.requester.outstanding() < SQ_WINDOW {
+                        let Some(wr) = mem.next_send_wr(next) else {
+                            break;
+                        };
+                        let index = next;
+                        next = qp.next_sq_index(next);
+                        let posted = match wr {
+                            // A datagram's address handle must exist and be in the QP's domain.
+                            Ok(wr) if !self.ah_usable(qp, &wr.remote) => false,
+                            Ok(wr) => roce.post_send(wr, mem, io).is_ok(),
+                            Err(()) => false,
+                        };
+                        if !posted {
+                            // A malformed WQE: what came before it is flushed, it completes with
+                            // a local QP operation error, and the QP goes to ERR.
+                            roce.fail(io);
+                            bad = Some(index);
+                            break;
+                        }
+                    }
+                    let waiting = roce.requester.outstanding();
+                    roce.run(mem, io);
+                    if bad.is_some()
+                        || io.ran_dry()
+                        || roce.state() == TransportState::Error
+                        || roce.requester.outstanding() >= waiting
+                    {
                         break;
                     }
                 }
-                let waiting = roce.requester.outstanding();
-                roce.run(mem, io);
-                if bad.is_some()
-                    || io.ran_dry()
-                    || roce.state() == TransportState::Error
-                    || roce.requester.outstanding() >= waiting
-                {
-                    break;
-                }
-            }
-            roce.state() == TransportState::Error
-        });
+                (
+                    roce.state() == TransportState::Error,
+                    roce.requester.outstanding() >= SQ_WINDOW,
+                )
+            });
+        if take_new {
+            t.sq_stalled = full;
+        }
         if next != t.sq_read {
             t.note_turn();
         }
@@ -640,13 +662,15 @@ impl QpShared {
         Ok(())
     }
 
-    /// Runs the queue pair in the caller's context, up to [`INLINE_RUNS`] times while something
-    /// waits, if no other context runs it (or, with `wait`, once the one that runs it is done)
-    /// and `here` agrees (asked before the first run, given the transport); otherwise leaves it
-    /// to the run in progress or schedules it.
+    /// Runs the queue pair in the caller's context, up to [`INLINE_RUNS`] times (a doorbell,
+    /// [`DOORBELL_RUNS`]) while something waits, if no other context runs it (or, with `wait`,
+    /// once the one that runs it is done) and `here` agrees (asked before the first run, given
+    /// the transport); otherwise leaves it to the run in progress or schedules it.
     ///
     /// A caller that passes `wait` has counted itself in [`Inbox::doorbells_waiting`] (only
     /// [`QpShared::kick`] does): a run in softirq that holds back requests leaves them to it.
+    /// A doorbell ([`Context::Process`]) that finds the lock taken by anything but a run in
+    /// process context counts itself there and waits too.
     fn run_here_if(
         self: &Arc<Self>,
         ctx: Context,
@@ -654,7 +678,12 @@ impl QpShared {
         here: impl FnOnce(&mut Transport) -> bool,
     ) {
         let mut here = Some(here);
-        for _ in 0..INLINE_RUNS {
+        let runs = if ctx == Context::Process {
+            DOORBELL_RUNS
+        } else {
+            INLINE_RUNS
+        };
+        for _ in 0..runs {
             let guard = if core::mem::take(&mut wait) {
                 let guard = self.transport.lock();
                 let mut inbox = self.inbox.lock();
@@ -664,9 +693,29 @@ impl QpShared {
             } else {
                 self.transport.try_lock()
             };
-            let Some(mut guard) = guard else {
-                Self::schedule_unless_running(self.as_arc_borrow());
-                return;
+            let mut guard = match guard {
+                Some(guard) => guard,
+                None if ctx == Context::Process => {
+                    let mut inbox = self.inbox.lock();
+                    if inbox.running && !inbox.in_softirq {
+                        // A run in process context: it sees the doorbell's note before it ends.
+                        return;
+                    }
+                    // A run in softirq takes no new WQE: this doorbell waits for it and runs
+                    // the queue pair itself (as `kick` does when it finds one). Between two
+                    // runs, or before a run marks itself running, it waits for the lock too.
+                    inbox.doorbells_waiting = inbox.doorbells_waiting.saturating_add(1);
+                    drop(inbox);
+                    let guard = self.transport.lock();
+                    let mut inbox = self.inbox.lock();
+                    inbox.doorbells_waiting = inbox.doorbells_waiting.saturating_sub(1);
+                    drop(inbox);
+                    guard
+                }
+                None => {
+                    Self::schedule_unless_running(self.as_arc_borrow());
+                    return;
+                }
             };
             if let (Some(t), Some(here)) = (guard.as_deref_mut(), here.take()) {
                 if !here(t) {
@@ -678,9 +727,9 @@ impl QpShared {
             let end = self.run_once(&mut guard, ctx);
             drop(guard);
             let held_requests = end.held_requests;
-            if !self.finish_run(end, ctx) {
-                return;
-            }
+            // Held requests are noted as `kicked`, which `finish_run` does not count for a
+            // run in softirq: they are looked at first.
+            let again = self.finish_run(end, ctx);
             if held_requests {
                 // The requests go from the work item, or from a doorbell waiting for this run
                 // (which then finds them noted): another run here would hold them again.
@@ -690,6 +739,9 @@ impl QpShared {
                 }
                 drop(inbox);
                 break;
+            }
+            if !again {
+                return;
             }
         }
         Self::schedule(self.as_arc_borrow());
@@ -746,18 +798,19 @@ impl QpShared {
 
     /// Processes the send queue of a connected queue pair (RC, UC) now, in the caller's
     /// (process) context, if the requester has at most one WQE outstanding
-    /// ([`Transport::few_outstanding`]) and no run is in progress elsewhere; otherwise the run
-    /// in progress or the work item does it.
+    /// ([`Transport::few_outstanding`]) and no run in process context is in progress
+    /// elsewhere; otherwise the run in progress or the work item does it.
     ///
     /// A doorbell on an idle queue pair runs it in the system call, which saves a context
-    /// switch on the way to the wire (latency), and then the acknowledgement that came back
-    /// meanwhile ([`INLINE_RUNS`]): bounded. Of other queue pairs' work it does only the
+    /// switch on the way to the wire (latency), and then what came back meanwhile
+    /// ([`DOORBELL_RUNS`]): bounded. Of other queue pairs' work it does only the
     /// receive of this device's packets it sent ([`Receivers::run`]). Under load the work item
     /// runs it, while the caller goes on posting and polling on its own CPU.
     ///
     /// A run in softirq on another CPU (the acknowledgement of the last request, as often as
-    /// not) is waited for: it may not send the new requests ([`Transport::hold_requests`]), and
-    /// leaving them to the work item costs a wake-up per message. It is bounded.
+    /// not) is waited for, whether it was seen here or found holding the lock: it takes no new
+    /// WQE and sends no request ([`Transport::hold_requests`]), and leaving them to the work
+    /// item costs a wake-up per message. It is bounded.
     ///
     /// A datagram queue pair instead sends what was posted before the doorbell returns,
     /// waiting for a run in progress ([`QpShared::send_posted`]).
@@ -822,7 +875,9 @@ impl QpShared {
             let spare = core::mem::take(&mut inbox.spare);
             (
                 core::mem::replace(&mut inbox.packets, spare),
-                core::mem::take(&mut inbox.kicked),
+                // A doorbell's new WQEs are for a run in process context: a run in softirq
+                // leaves the note for it.
+                ctx != Context::Softirq && core::mem::take(&mut inbox.kicked),
                 core::mem::take(&mut inbox.due),
             )
         };
@@ -998,7 +1053,10 @@ impl QpShared {
             // caller runs again or schedules.
             inbox.running = false;
             inbox.in_softirq = false;
-            !inbox.packets.is_empty() || inbox.kicked || inbox.due
+            // A doorbell's note is not for a run in softirq: the doorbell runs the queue pair
+            // itself, or waits for this run to end ([`QpShared::kick`]).
+            let kicked = inbox.kicked && ctx != Context::Softirq;
+            !inbox.packets.is_empty() || kicked || inbox.due
         };
         drop_unallocated(end.batch);
         end.more || waiting

@@ -183,6 +183,9 @@ pub(crate) struct Transport {
     qp: KBox<QpTransport<SQ_WINDOW, RESPONDER_RESOURCES>>,
     /// The next send queue slot to hand to the requester.
     pub(crate) sq_read: u32,
+    /// The last run that took send WQEs stopped at a full window: more may wait in the ring,
+    /// their doorbell spent, for the acknowledgement that makes room.
+    pub(crate) sq_stalled: bool,
     taken: RefCell<Taken>,
     /// Where the connected peer is (RC, UC): its MAC decides loopback.
     pub(crate) path: Path,
@@ -279,6 +282,7 @@ impl Transport {
             Self {
                 qp,
                 sq_read,
+                sq_stalled: false,
                 taken: RefCell::new(Taken::default()),
                 path,
                 route: None,
@@ -322,6 +326,12 @@ impl Transport {
     pub(crate) fn hold_requests(&mut self, hold: bool) -> bool {
         self.hold_requests = hold;
         core::mem::take(&mut self.held_request)
+    }
+
+    /// Returns whether requests are held ([`Transport::hold_requests`]): the run takes no new
+    /// send WQE either, which its doorbell's run in process context takes.
+    pub(crate) fn holds_requests(&self) -> bool {
+        self.hold_requests
     }
 
     /// Notes that the requester took new WQEs: the next SEND or WRITE that comes is in turn.
