@@ -749,9 +749,15 @@ impl QpShared {
 
     /// Schedules a run of `this` unless a run is in progress, which looks at the inbox again
     /// before it ends ([`QpShared::finish_run`]).
+    ///
+    /// A doorbell's note is the exception: a run in softirq does not act on it. It is there,
+    /// and no doorbell waits for that run, when the doorbell found a run in process context
+    /// in progress and left its WQEs to it, and a run in softirq took over the lock before
+    /// that run could run again.
     fn schedule_unless_running(this: ArcBorrow<'_, Self>) {
         let inbox = this.inbox.lock();
-        if !inbox.dying && !inbox.running {
+        let orphaned = inbox.in_softirq && inbox.kicked && inbox.doorbells_waiting == 0;
+        if !inbox.dying && (!inbox.running || orphaned) {
             // As in `schedule`.
             let _ = workqueue::system_dfl().enqueue::<Arc<Self>, RUN>(Arc::from(this));
         }

@@ -1027,6 +1027,10 @@ impl RxeQp {
             let old = shared.transport.lock().take();
             drop(old);
             shared.discard();
+        } else if next == QpState::Rts && cur != QpState::Rts {
+            // WQEs posted while the queue pair could not send (SQD; a user post before RTS,
+            // whose doorbell failed) have had their doorbell: a run takes them now.
+            QpShared::kick_later(shared.as_arc_borrow());
         }
         Ok(())
     }
