@@ -11,6 +11,7 @@ use crate::{
     rdma::{
         device::Device,
         driver::Driver,
+        pd::Pd,
         udata::UData, //
     },
 };
@@ -46,9 +47,10 @@ pub trait MwOps: Send + Sync + Sized {
     /// The driver whose windows these are.
     type Driver: Driver<Mw = Self>;
 
-    /// Creates the driver's data of a memory window of type `mw_type`.
+    /// Creates the driver's data of a memory window of type `mw_type` in domain `pd`.
     fn alloc(
         _dev: &Device<Self::Driver>,
+        _pd: &Pd<Self::Driver>,
         _mw_type: MwType,
         _udata: &mut UData<'_, Self::Driver>,
     ) -> Result<NewMw<Self>> {
@@ -67,11 +69,12 @@ pub(crate) unsafe extern "C" fn alloc_mw<T: Driver>(
     ibmw: *mut bindings::ib_mw,
     udata: *mut bindings::ib_udata,
 ) -> c_int {
-    // SAFETY: The caller guarantees the container's layout, the device, the type and the
-    // udata.
-    let (dev, mw_type, mut udata) = unsafe {
+    // SAFETY: The caller guarantees the container's layout, the device, the domain (a domain
+    // of driver `T`, which the core holds for the window's lifetime), the type and the udata.
+    let (dev, pd, mw_type, mut udata) = unsafe {
         (
             Mw::<T>::device_of(ibmw),
+            Pd::<T>::from_raw((*ibmw).pd),
             (*ibmw).type_,
             UData::from_raw(udata),
         )
@@ -79,7 +82,7 @@ pub(crate) unsafe extern "C" fn alloc_mw<T: Driver>(
     let Some(mw_type) = MwType::from_raw(mw_type) else {
         return EINVAL.to_errno();
     };
-    match T::Mw::alloc(dev, mw_type, &mut udata) {
+    match T::Mw::alloc(dev, pd, mw_type, &mut udata) {
         Ok(new) => {
             // SAFETY: The container's data field is valid for writes and uninitialised; the
             // window is not visible to anyone yet.

@@ -31,6 +31,7 @@ use rxe_roce::roce::memory::{
     AccessError,
     AtomicOp,
     MemoryAccess,
+    MwBind,
     Registration,
     WqeRef, //
 };
@@ -81,6 +82,7 @@ struct Mem {
     atomics: u32,
     invalid: Vec<u32>,
     registered: Vec<Registration>,
+    bound: Vec<MwBind>,
 }
 
 impl Mem {
@@ -162,6 +164,13 @@ impl MemoryAccess for Mem {
             return Err(AccessError::InvalidKey);
         }
         self.registered.push(*reg);
+        Ok(())
+    }
+    fn bind_mw(&mut self, bind: &MwBind) -> Result<(), AccessError> {
+        if bind.mr_lkey == 0 {
+            return Err(AccessError::AccessDenied);
+        }
+        self.bound.push(*bind);
         Ok(())
     }
 }
@@ -1512,6 +1521,39 @@ fn registration_runs_in_order_and_completes() {
     a.post(w);
     assert_eq!(a.mem.registered.len(), 1);
     assert_eq!(a.sends_done()[1], (1, WcStatus::LocQpOpErr));
+}
+
+/// A memory window bind runs in order on the send queue, sends nothing and completes as
+/// BIND_MW; a refused one completes with a bind error (not a local QP operation error, as
+/// the C driver's `IB_WC_MW_BIND_ERR`) and fails the queue pair.
+#[test]
+fn window_bind_runs_in_order_and_completes() {
+    let (mut a, _b) = pair(QpType::Rc, 7, 7);
+    let bind = MwBind {
+        addr: 0x4000,
+        length: 4096,
+        mr_lkey: 0x100,
+        mw_rkey: 0x0800_0001,
+        rkey: 0x02,
+        access: 2,
+    };
+    let mut w = wr(0, WrOpcode::BindMw, Remote::BindMw(bind), 0);
+    w.slot = 0;
+    a.post(w);
+    assert_eq!(a.mem.bound, vec![bind]);
+    assert!(a.take_sent().is_empty(), "a local operation sends nothing");
+    let c = a.io.done[0];
+    assert_eq!(
+        (c.wr_id, c.status, c.opcode),
+        (0, WcStatus::Success, WcOpcode::BindMw)
+    );
+    let bad = MwBind { mr_lkey: 0, ..bind };
+    let mut w = wr(1, WrOpcode::BindMw, Remote::BindMw(bad), 0);
+    w.slot = 1;
+    a.post(w);
+    assert_eq!(a.mem.bound.len(), 1);
+    assert_eq!(a.sends_done()[1], (1, WcStatus::MwBindErr));
+    assert_eq!(a.qp.state(), TransportState::Error);
 }
 
 #[test]

@@ -3,7 +3,10 @@
 //! Decoding send and receive WQEs laid out as `rdma_user_rxe.h` (and librxe)
 //! lays them out.
 
-use rxe_roce::roce::memory::Registration;
+use rxe_roce::roce::memory::{
+    MwBind,
+    Registration, //
+};
 use rxe_roce::roce::opcode::QpType;
 use rxe_roce::roce::segment::MessageKind;
 use rxe_roce::roce::wqe::{
@@ -355,14 +358,14 @@ fn flush_and_local_operations() {
     let w = decode_send_wqe(&s.0, &RC).unwrap();
     assert_eq!(
         w.remote,
-        Remote::BindMw {
+        Remote::BindMw(MwBind {
             addr: 0x5000,
             length: 0x100,
             mr_lkey: 1,
             mw_rkey: 2,
             rkey: 3,
             access: 4
-        }
+        })
     );
 }
 

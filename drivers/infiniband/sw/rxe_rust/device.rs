@@ -206,10 +206,12 @@ impl RxeDev {
         let qp_table = new_qp_table()?;
         let ah_table = new_ah_table()?;
         let mr_table = new_mr_table()?;
+        let mw_table = new_mw_table()?;
         let counters = Arc::new(Counters::new(), GFP_KERNEL)?;
         let engine = Engine::new(
             qp_table.clone(),
             mr_table.clone(),
+            mw_table.clone(),
             ah_table.clone(),
             counters.clone(),
             ndev.clone(),
@@ -232,7 +234,7 @@ impl RxeDev {
             qp_table,
             ah_table,
             mws: ObjectLimit::new(param::MAX_MW as u32)?,
-            mw_table: new_mw_table()?,
+            mw_table,
             srqs: ObjectLimit::new(param::MAX_SRQ as u32)?,
             srq_table: new_srq_table()?,
             mrs: ObjectLimit::new(param::MAX_MR as u32)?,

@@ -31,6 +31,7 @@
 use crate::{
     ah::AhTable,
     mr::MrTable,
+    mw::MwTable,
     qp::{
         QpShared,
         QpTable, //
@@ -158,6 +159,7 @@ pub(crate) struct Inbox {
 pub(crate) struct Engine {
     qps: Arc<QpTable>,
     mrs: Arc<MrTable>,
+    mws: Arc<MwTable>,
     ahs: Arc<AhTable>,
     counters: Arc<Counters>,
     /// The netdevice the device's packets leave through.
@@ -175,6 +177,7 @@ impl Engine {
     pub(crate) fn new(
         qps: Arc<QpTable>,
         mrs: Arc<MrTable>,
+        mws: Arc<MwTable>,
         ahs: Arc<AhTable>,
         counters: Arc<Counters>,
         ndev: ARef<NetDevice>,
@@ -184,6 +187,7 @@ impl Engine {
             pin_init!(Self {
                 qps,
                 mrs,
+                mws,
                 ahs,
                 counters,
                 ndev,
@@ -211,6 +215,7 @@ impl Engine {
         Env {
             shared: qp,
             mrs: &self.mrs,
+            mws: &self.mws,
             ahs: &self.ahs,
             counters: &self.counters,
             ndev: &self.ndev,

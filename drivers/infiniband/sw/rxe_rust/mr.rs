@@ -84,7 +84,12 @@ pub(crate) struct MrShared {
     /// Whether the key may be used (`RXE_MR_STATE_VALID`). A fast-registration region starts
     /// free (`RXE_MR_STATE_FREE`): its key names nothing until a registration work request.
     valid: AtomicBool,
+    /// The memory windows bound to the region, or [`DEREGISTERED`] once it is going.
+    windows: AtomicU32,
 }
+
+/// [`MrShared::windows`] of a region being deregistered: no window may be bound to it.
+const DEREGISTERED: u32 = u32::MAX;
 
 impl MrShared {
     /// Checks that `key` names this region in domain `pd` with `need` rights on `len` bytes
@@ -192,13 +197,74 @@ impl MrShared {
     }
 
     /// Invalidates the fast-registration region whose key is `key` (local invalidate, SEND
-    /// with invalidate), as the C driver's `rxe_invalidate_mr`: it is free again.
+    /// with invalidate), as the C driver's `rxe_invalidate_mr`: it is free again. Not while
+    /// memory windows are bound to it.
     pub(crate) fn invalidate(&self, key: u32) -> Result<(), AccessError> {
         if !matches!(self.memory, Memory::Fast { .. }) || key != self.key.load(Relaxed) {
             return Err(AccessError::InvalidKey);
         }
+        if self.windows.load(Relaxed) != 0 {
+            return Err(AccessError::AccessDenied);
+        }
         self.valid.store(false, Release);
         Ok(())
+    }
+}
+
+impl MrShared {
+    /// Checks that a memory window may be bound to `length` bytes at `addr` of the region
+    /// whose key is `key`, in domain `pd`, with `access` rights, as the C driver's
+    /// `rxe_check_bind_mw` does (IBA C10-73 to C10-75).
+    pub(crate) fn check_bind(
+        &self,
+        key: u32,
+        pd: usize,
+        access: Access,
+        addr: u64,
+        length: u64,
+    ) -> Result<(), AccessError> {
+        if !self.valid.load(Acquire) || key != self.key.load(Relaxed) || pd != self.pd.load(Relaxed)
+        {
+            return Err(AccessError::InvalidKey);
+        }
+        let own = Access::from_bits(self.access.load(Relaxed));
+        if !own.contains(Access::MW_BIND) {
+            return Err(AccessError::AccessDenied);
+        }
+        // A window that lets peers write needs a region the device may write.
+        let writes = Access::REMOTE_WRITE.with(Access::REMOTE_ATOMIC);
+        if access.bits() & writes.bits() != 0 && !own.contains(Access::LOCAL_WRITE) {
+            return Err(AccessError::AccessDenied);
+        }
+        let (iova, len) = (self.iova.load(Relaxed), self.length.load(Relaxed));
+        // A zero-based window's address is an offset into the region.
+        let start = if access.contains(Access::ZERO_BASED) {
+            addr
+        } else {
+            addr.checked_sub(iova).ok_or(AccessError::OutOfRange)?
+        };
+        let end = start.checked_add(length).ok_or(AccessError::OutOfRange)?;
+        if end > len {
+            return Err(AccessError::OutOfRange);
+        }
+        Ok(())
+    }
+
+    /// Counts a window bound to the region; fails once it is being deregistered.
+    pub(crate) fn take_window(&self) -> Result<(), AccessError> {
+        self.windows
+            .fetch_update(Relaxed, Relaxed, |n| {
+                (n < DEREGISTERED - 1).then_some(n + 1)
+            })
+            .map(|_| ())
+            .map_err(|_| AccessError::InvalidKey)
+    }
+
+    /// Uncounts a window [`MrShared::take_window`] counted.
+    pub(crate) fn put_window(&self) {
+        let _ = self.windows.fetch_update(Relaxed, Relaxed, |n| {
+            (n != 0 && n != DEREGISTERED).then(|| n - 1)
+        });
     }
 }
 
@@ -286,6 +352,7 @@ impl MrShared {
             length: AtomicU64::new(length),
             memory,
             valid: AtomicBool::new(true),
+            windows: AtomicU32::new(0),
         }
     }
 
@@ -378,6 +445,16 @@ impl MrOps for RxeMr {
             pd,
             MrShared::new_fast(pd.as_raw() as usize, max_pages, dma)?,
         )
+    }
+
+    /// Refuses while memory windows are bound to the region (`EINVAL`, as the C driver);
+    /// otherwise no window may be bound to it any more.
+    fn dereg(mr: &Mr<Rxe>) -> Result {
+        mr.shared
+            .windows
+            .compare_exchange(0, DEREGISTERED, Relaxed, Relaxed)
+            .map(|_| ())
+            .map_err(|_| EINVAL)
     }
 
     fn map_sg_start(mr: &Mr<Rxe>) -> Result {

@@ -8,10 +8,17 @@ use crate::{
         Index,
         IndexTable, //
     },
+    mr::MrTable,
     param,
+    roce::memory::{
+        Access,
+        AccessError,
+        MwBind, //
+    },
     Rxe, //
 };
 use kernel::{
+    new_spinlock_irq,
     prelude::*,
     rdma::{
         device::Device,
@@ -20,53 +27,269 @@ use kernel::{
             MwType,
             NewMw, //
         },
+        pd::Pd,
         udata::UData, //
     },
-    sync::Arc,
+    sync::{
+        rcu,
+        Arc,
+        SpinLockIrq, //
+    },
+    xarray::RcuXArray,
 };
 
-/// What the data path will need to find by R_Key index.
-pub(crate) struct MwShared {
-    /// Type 1 or type 2.
-    #[expect(
-        dead_code,
-        reason = "the data path (next step) binds and checks windows"
-    )]
-    pub(crate) mw_type: MwType,
+/// Whether a window is bound (`enum rxe_mw_state`; a window that is not valid is free).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum MwState {
+    /// Unbound: a type 2 window before its bind and after an invalidation.
+    Free,
+    /// Bound, or a type 1 window (bound to its domain, of length zero until a bind).
+    Valid,
 }
 
-/// The device's memory window indices (above those of memory regions).
-pub(crate) type MwTable = IndexTable<MwShared>;
+/// What a window grants, as its last bind set it.
+struct Binding {
+    /// The R_Key (the window's index above the key byte of the last bind).
+    rkey: u32,
+    state: MwState,
+    access: Access,
+    /// The first address (an offset into the region, if zero based).
+    addr: u64,
+    /// The length in bytes; zero while unbound.
+    length: u64,
+    /// The key of the region the window lies in, while it has a length. The region counts
+    /// the window ([`MrShared::take_window`]), so it stays registered under that key.
+    mr_key: Option<u32>,
+    /// The number of the queue pair a type 2 window is bound to.
+    qpn: Option<u32>,
+}
+
+/// A memory window as the data path finds it by R_Key index.
+#[pin_data]
+pub(crate) struct MwShared {
+    /// Type 1 or type 2.
+    mw_type: MwType,
+    /// The protection domain (its address: an identity, never dereferenced).
+    pd: usize,
+    /// Changed by binds and invalidations, which may run on other CPUs than its users.
+    #[pin]
+    binding: SpinLockIrq<Binding>,
+}
+
+impl MwShared {
+    /// Binds the window to part of a region of `mrs`, or unbinds it, as `bind` asks, for the
+    /// queue pair `qpn` of domain `pd`: the checks of the C driver's `rxe_check_bind_mw`
+    /// (IBA C10-72 to C10-75), then `rxe_do_bind_mw`.
+    pub(crate) fn bind(
+        &self,
+        bind: &MwBind,
+        pd: usize,
+        qpn: u32,
+        mrs: &MrTable,
+        rcu: &rcu::Guard,
+    ) -> Result<(), AccessError> {
+        let access = Access::from_bits(bind.access);
+        let zero_based = access.contains(Access::ZERO_BASED);
+        if bind.access & !(param::ACCESS_SUPPORTED_MR.bits() | Access::ZERO_BASED.bits()) != 0 {
+            return Err(AccessError::AccessDenied);
+        }
+        let mut b = self.binding.lock();
+        if b.rkey != bind.mw_rkey || self.pd != pd {
+            return Err(AccessError::InvalidKey);
+        }
+        match self.mw_type {
+            MwType::Type1 if b.state != MwState::Valid || zero_based => {
+                return Err(AccessError::InvalidKey)
+            }
+            MwType::Type2 if b.state != MwState::Free || bind.length == 0 => {
+                return Err(AccessError::InvalidKey)
+            }
+            _ => {}
+        }
+        let mr = if bind.length != 0 {
+            let mr = mrs
+                .load(bind.mr_lkey >> 8, rcu)
+                .ok_or(AccessError::InvalidKey)?;
+            mr.check_bind(bind.mr_lkey, pd, access, bind.addr, bind.length)?;
+            // Fails if the region is being deregistered.
+            mr.take_window()?;
+            Some(mr)
+        } else {
+            None
+        };
+        if let Some(old) = b.mr_key.take() {
+            release_region(mrs, old, rcu);
+        }
+        b.rkey = (bind.mw_rkey & !0xff) | (bind.rkey & 0xff);
+        b.state = MwState::Valid;
+        b.access = access;
+        b.addr = bind.addr;
+        b.length = bind.length;
+        b.mr_key = mr.map(|_| bind.mr_lkey);
+        b.qpn = (self.mw_type == MwType::Type2).then_some(qpn);
+        Ok(())
+    }
+
+    /// Checks that `rkey` names this window for queue pair `qpn` of domain `pd`, with `need`
+    /// rights on `len` bytes at `va`; returns the key of the region and the address there,
+    /// as the C driver's `rxe_lookup_mw` and IBA o10-37.2.
+    ///
+    /// Unlike the C driver, the range is checked against the window too, not only against
+    /// its region.
+    pub(crate) fn check(
+        &self,
+        rkey: u32,
+        pd: usize,
+        qpn: u32,
+        va: u64,
+        len: usize,
+        need: Access,
+    ) -> Result<(u32, u64), AccessError> {
+        let b = self.binding.lock();
+        if b.state != MwState::Valid || b.rkey != rkey || self.pd != pd {
+            return Err(AccessError::InvalidKey);
+        }
+        if self.mw_type == MwType::Type2 && b.qpn != Some(qpn) {
+            return Err(AccessError::InvalidKey);
+        }
+        let mr_key = b.mr_key.ok_or(AccessError::InvalidKey)?;
+        if !b.access.contains(need) {
+            return Err(AccessError::AccessDenied);
+        }
+        let zero_based = b.access.contains(Access::ZERO_BASED);
+        let off = if zero_based {
+            va
+        } else {
+            va.checked_sub(b.addr).ok_or(AccessError::OutOfRange)?
+        };
+        let end = off.checked_add(len as u64).ok_or(AccessError::OutOfRange)?;
+        if end > b.length {
+            return Err(AccessError::OutOfRange);
+        }
+        let mr_va = if zero_based {
+            b.addr.checked_add(off).ok_or(AccessError::OutOfRange)?
+        } else {
+            va
+        };
+        Ok((mr_key, mr_va))
+    }
+
+    /// Invalidates the type 2 window whose key is `rkey` (local invalidate, SEND with
+    /// invalidate), as the C driver's `rxe_invalidate_mw`: it is free again.
+    pub(crate) fn invalidate(
+        &self,
+        rkey: u32,
+        mrs: &MrTable,
+        rcu: &rcu::Guard,
+    ) -> Result<(), AccessError> {
+        let mut b = self.binding.lock();
+        // IBA o10-37.2.26: a type 1 window is not invalidated by a work request.
+        if b.rkey != rkey || self.mw_type == MwType::Type1 {
+            return Err(AccessError::InvalidKey);
+        }
+        b.unbind(MwState::Free, mrs, rcu);
+        Ok(())
+    }
+}
+
+impl Binding {
+    /// Forgets the region and rights, leaving the window in `state`.
+    fn unbind(&mut self, state: MwState, mrs: &MrTable, rcu: &rcu::Guard) {
+        if let Some(old) = self.mr_key.take() {
+            release_region(mrs, old, rcu);
+        }
+        self.state = state;
+        self.access = Access::NONE;
+        self.addr = 0;
+        self.length = 0;
+        self.qpn = None;
+    }
+}
+
+/// Uncounts a window of the region whose key is `mr_key`: the count kept it registered.
+fn release_region(mrs: &MrTable, mr_key: u32, rcu: &rcu::Guard) {
+    if let Some(mr) = mrs.load(mr_key >> 8, rcu) {
+        mr.put_window();
+    }
+}
+
+/// Memory windows by R_Key index (above those of memory regions); read under the RCU read
+/// lock by the queue pairs' runs, which may be in softirq.
+pub(crate) type MwTable = IndexTable<MwShared, RcuXArray<Arc<MwShared>>>;
 
 /// Creates the device's memory window table.
 pub(crate) fn new_mw_table() -> Result<Arc<MwTable>> {
     MwTable::new(param::MIN_MW_INDEX as u32, param::MAX_MW_INDEX as u32)
 }
 
+/// Returns whether `key` names a memory window rather than a memory region.
+pub(crate) fn is_window_key(key: u32) -> bool {
+    (param::MIN_MW_INDEX as u32..=param::MAX_MW_INDEX as u32).contains(&(key >> 8))
+}
+
 /// A memory window.
 pub(crate) struct RxeMw {
-    _index: Index<MwShared>,
+    shared: Arc<MwShared>,
+    /// The regions the window may be bound to.
+    mrs: Arc<MrTable>,
+    _index: Index<MwShared, RcuXArray<Arc<MwShared>>>,
     _count: ObjectCount,
+}
+
+impl Drop for RxeMw {
+    fn drop(&mut self) {
+        // Deallocated while bound: the region is released, and the key grants nothing even to
+        // a run that found the window before its index went.
+        let rcu = rcu::read_lock();
+        self.shared
+            .binding
+            .lock()
+            .unbind(MwState::Free, &self.mrs, &rcu);
+    }
 }
 
 #[vtable]
 impl MwOps for RxeMw {
     type Driver = Rxe;
 
-    /// Creates a window of `mw_type` on `dev`.
+    /// Creates a window of `mw_type` in `pd`: a type 1 window is valid (of length zero until
+    /// bound), a type 2 window free, as in the C driver.
     fn alloc(
         dev: &Device<Rxe>,
+        pd: &Pd<Rxe>,
         mw_type: MwType,
         udata: &mut UData<'_, Rxe>,
     ) -> Result<NewMw<Self>> {
         udata.check_in_empty()?;
         let count = dev.mws.take()?;
-        let index = dev
-            .mw_table
-            .insert(Arc::new(MwShared { mw_type }, GFP_KERNEL)?, GFP_KERNEL)?;
+        let state = match mw_type {
+            MwType::Type1 => MwState::Valid,
+            MwType::Type2 => MwState::Free,
+        };
+        let shared = Arc::pin_init(
+            pin_init!(MwShared {
+                mw_type,
+                pd: pd.as_raw() as usize,
+                binding <- new_spinlock_irq!(Binding {
+                    rkey: 0,
+                    state,
+                    access: Access::NONE,
+                    addr: 0,
+                    length: 0,
+                    mr_key: None,
+                    qpn: None,
+                }),
+            }),
+            GFP_KERNEL,
+        )?;
+        let index = dev.mw_table.insert(shared.clone(), GFP_KERNEL)?;
         let rkey = key(index.get(), random_key_byte());
+        // No work request names the window before its key is returned.
+        shared.binding.lock().rkey = rkey;
         Ok(NewMw {
             data: Self {
+                shared,
+                mrs: dev.mr_table.clone(),
                 _index: index,
                 _count: count,
             },

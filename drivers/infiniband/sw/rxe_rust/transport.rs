@@ -16,6 +16,10 @@ use crate::{
         MrShared,
         MrTable, //
     },
+    mw::{
+        is_window_key,
+        MwTable, //
+    },
     param,
     qp::{
         QpShared,
@@ -41,6 +45,7 @@ use crate::{
             AccessError,
             AtomicOp,
             MemoryAccess,
+            MwBind,
             Registration,
             WqeRef, //
         },
@@ -420,6 +425,8 @@ pub(crate) struct Env<'a> {
     pub(crate) shared: &'a QpShared,
     /// The device's memory regions.
     pub(crate) mrs: &'a MrTable,
+    /// The device's memory windows.
+    pub(crate) mws: &'a MwTable,
     /// The device's address handles.
     pub(crate) ahs: &'a AhTable,
     /// The device's counters.
@@ -573,6 +580,40 @@ impl Mem<'_> {
         f(&mr)
     }
 
+    /// Calls `f` with the region `rkey` names, directly or through a memory window, and the
+    /// offset there of `len` bytes at `va`, once the key grants `need` on them.
+    ///
+    /// A window is checked first (its range, rights and owner), then the part of its region
+    /// it names, which needs no rights of its own: the bind checked them (IBA C10-74).
+    fn with_remote<R>(
+        &self,
+        rkey: u32,
+        va: u64,
+        len: usize,
+        need: Access,
+        f: impl FnOnce(&MrShared, u64) -> Result<R, AccessError>,
+    ) -> Result<R, AccessError> {
+        let pd = self.env.shared.pd;
+        if !is_window_key(rkey) {
+            return self.with_region(rkey, |mr| f(mr, mr.check(rkey, pd, va, len, need)?));
+        }
+        let rcu = rcu::read_lock();
+        let mw = self
+            .env
+            .mws
+            .load(rkey >> 8, &rcu)
+            .ok_or(AccessError::InvalidKey)?;
+        let qpn = self.env.shared.number();
+        let (mr_key, mr_va) = mw.check(rkey, pd, qpn, va, len, need)?;
+        let mr = self
+            .env
+            .mrs
+            .load(mr_key >> 8, &rcu)
+            .ok_or(AccessError::InvalidKey)?;
+        let off = mr.check(mr_key, pd, mr_va, len, Access::NONE)?;
+        f(&mr, off)
+    }
+
     /// Reads `dst.len()` bytes at `va` of the region `key` grants `need` on.
     fn read(&self, key: u32, va: u64, dst: &mut [u8], need: Access) -> Result<(), AccessError> {
         self.with_region(key, |mr| {
@@ -709,18 +750,19 @@ impl MemoryAccess for Mem<'_> {
         len: u32,
         access: Access,
     ) -> Result<(), AccessError> {
-        self.with_region(rkey, |mr| {
-            mr.check(rkey, self.env.shared.pd, va, len as usize, access)
-                .map(|_| ())
-        })
+        self.with_remote(rkey, va, len as usize, access, |_, _| Ok(()))
     }
 
     fn read_remote(&mut self, rkey: u32, va: u64, dst: &mut [u8]) -> Result<(), AccessError> {
-        self.read(rkey, va, dst, Access::REMOTE_READ)
+        self.with_remote(rkey, va, dst.len(), Access::REMOTE_READ, |mr, off| {
+            mr.read(off, dst)
+        })
     }
 
     fn write_remote(&mut self, rkey: u32, va: u64, src: &[u8]) -> Result<(), AccessError> {
-        self.write(rkey, va, src, Access::REMOTE_WRITE)
+        self.with_remote(rkey, va, src.len(), Access::REMOTE_WRITE, |mr, off| {
+            mr.write(off, src)
+        })
     }
 
     fn atomic(&mut self, rkey: u32, va: u64, op: AtomicOp) -> Result<u64, AccessError> {
@@ -731,12 +773,13 @@ impl MemoryAccess for Mem<'_> {
         // Queue pairs run in parallel: another atomic operation on the same target must not
         // come between the read and the write (writes and reads may, as on hardware).
         let _atomics = self.env.atomics.lock();
-        let mut b = [0u8; 8];
-        self.read(rkey, va, &mut b, need)?;
-        let orig = u64::from_ne_bytes(b);
-        let new = op.apply(orig);
-        self.write(rkey, va, &new.to_ne_bytes(), need)?;
-        Ok(orig)
+        self.with_remote(rkey, va, 8, need, |mr, off| {
+            let mut b = [0u8; 8];
+            mr.read(off, &mut b)?;
+            let orig = u64::from_ne_bytes(b);
+            mr.write(off, &op.apply(orig).to_ne_bytes())?;
+            Ok(orig)
+        })
     }
 
     fn flush(
@@ -752,12 +795,31 @@ impl MemoryAccess for Mem<'_> {
     }
 
     fn invalidate(&mut self, rkey: u32) -> Result<(), AccessError> {
-        // Fast-registration regions; memory windows are not bound by work requests yet.
-        self.with_region(rkey, |mr| mr.invalidate(rkey))
+        if !is_window_key(rkey) {
+            return self.with_region(rkey, |mr| mr.invalidate(rkey));
+        }
+        let rcu = rcu::read_lock();
+        self.env
+            .mws
+            .load(rkey >> 8, &rcu)
+            .ok_or(AccessError::InvalidKey)?
+            .invalidate(rkey, self.env.mrs, &rcu)
     }
 
     fn register(&mut self, reg: &Registration) -> Result<(), AccessError> {
         self.with_region(reg.mr_key, |mr| mr.register(self.env.shared.pd, reg))
+    }
+
+    fn bind_mw(&mut self, bind: &MwBind) -> Result<(), AccessError> {
+        if !is_window_key(bind.mw_rkey) {
+            return Err(AccessError::InvalidKey);
+        }
+        let rcu = rcu::read_lock();
+        let env = self.env;
+        env.mws
+            .load(bind.mw_rkey >> 8, &rcu)
+            .ok_or(AccessError::InvalidKey)?
+            .bind(bind, env.shared.pd, env.shared.number(), env.mrs, &rcu)
     }
 }
 

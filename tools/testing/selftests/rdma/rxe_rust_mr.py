@@ -10,6 +10,14 @@
 - rereg_user_mr with IB_MR_REREG_PD moves a region to another protection
   domain: a QP of the new domain may then use its R_Key, a QP of the old
   one gets IBV_WC_REM_ACCESS_ERR.
+- Memory windows bound by work requests (type 2): a WRITE through the
+  window's R_Key lands in the window; the region cannot be deregistered
+  while the window is bound (EINVAL); only the queue pair the window is
+  bound to may be reached through it. rdma_rxe_rust also refuses an access
+  outside the window but inside its region (IBA o10-37.2), which rdma_rxe
+  lets through (it checks only the region's range), and completes a bind to
+  a region without IBV_ACCESS_MW_BIND with IBV_WC_MW_BIND_ERR, where
+  rdma_rxe 7.2 reports the WQE as flushed.
 KTAP output.
 """
 
@@ -22,7 +30,9 @@ import struct
 import sys
 
 from pyverbs.device import Context
-from pyverbs.mr import MR
+from pyverbs.mr import MR, MW, MWBindInfo
+from pyverbs.pyverbs_error import PyverbsRDMAError
+from pyverbs.wr import SendWR
 import pyverbs.enums as e
 
 from rxe_rust_ktap import DEV, Results, on_device
@@ -172,9 +182,109 @@ def pd_scenario(drv):
     ctx.close()
 
 
+def bind(qp, mw, mr, addr, length, access):
+    """Posts a signaled BIND_MW work request; returns it (its rkey is the new key)."""
+    wr = SendWR(wr_id=9, opcode=e.IBV_WR_BIND_MW)
+    wr.set_bind_wr(mw, MWBindInfo(mr, addr, length, access))
+    qp.post_send(wr)
+    return wr
+
+
+def statuses(cq, n):
+    return [(w.status, w.opcode) for w in poll(cq, n)]
+
+
+def connected(ctx):
+    p = Pair(ctx)
+    p.connect(p.a, p.b.qp_num)
+    p.connect(p.b, p.a.qp_num)
+    return p
+
+
+def mw_scenario(drv):
+    ctx = Context(name=DEV)
+    remote = e.IBV_ACCESS_REMOTE_WRITE | e.IBV_ACCESS_REMOTE_READ
+    bindable = e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_MW_BIND
+
+    # The window is the middle page of a three-page region, bound to b.
+    p = connected(ctx)
+    target = MR(p.pd, 3 * PAGE, bindable)
+    target.write(bytes(3 * PAGE), 3 * PAGE)
+    mw = MW(p.pd, e.IBV_MW_TYPE_2)
+    wr = bind(p.b, mw, target, target.buf + PAGE, PAGE, remote)
+    check(f"{drv}: a type 2 window bind completes as IBV_WC_BIND_MW",
+          statuses(p.cq, 1) == [(e.IBV_WC_SUCCESS, e.IBV_WC_BIND_MW)])
+    src = p.mr(PAGE)
+    blob = os.urandom(PAGE)
+    src.write(blob, PAGE)
+    p.a.post_send(send_wr(src, PAGE, e.IBV_WR_RDMA_WRITE, 1, target.buf + PAGE, wr.rkey))
+    check(f"{drv}: an RDMA WRITE through the window's R_Key completes",
+          [s for s, _ in statuses(p.cq, 1)] == [e.IBV_WC_SUCCESS])
+    check(f"{drv}: its bytes are in the window's page of the region",
+          target.read(PAGE, PAGE) == blob and target.read(PAGE, 0) == bytes(PAGE))
+    try:
+        target.close()
+        err = 0
+    except PyverbsRDMAError as ex:
+        err = ex.error_code
+    check(f"{drv}: deregistering the region while the window is bound fails with EINVAL",
+          err == errno.EINVAL, f"errno {err}")
+    if drv == "rdma_rxe_rust":
+        p.a.post_send(send_wr(src, 64, e.IBV_WR_RDMA_WRITE, 2, target.buf + 2 * PAGE,
+                              wr.rkey))
+        check(f"{drv}: a WRITE past the window, inside its region, gets "
+              "IBV_WC_REM_ACCESS_ERR", [s for s, _ in statuses(p.cq, 1)] ==
+              [e.IBV_WC_REM_ACCESS_ERR])
+        check(f"{drv}: and leaves the region's last page alone",
+              target.read(PAGE, 2 * PAGE) == bytes(PAGE))
+    else:
+        RES.note(f"{drv} lets a WRITE past the window, inside its region, through "
+                 "(it checks the region's range only): not checked")
+    mw.close()
+    for o in (p.a, p.b, target, src):
+        o.close()
+
+    # Bound to b, the window is not reached through a, the other end.
+    q = connected(ctx)
+    target = MR(q.pd, PAGE, bindable)
+    mw = MW(q.pd, e.IBV_MW_TYPE_2)
+    wr = bind(q.b, mw, target, target.buf, PAGE, remote)
+    statuses(q.cq, 1)
+    src = q.mr(PAGE)
+    q.b.post_send(send_wr(src, 64, e.IBV_WR_RDMA_WRITE, 3, target.buf, wr.rkey))
+    check(f"{drv}: a WRITE through a type 2 window to a queue pair it is not bound to "
+          "gets IBV_WC_REM_ACCESS_ERR",
+          [s for s, _ in statuses(q.cq, 1)] == [e.IBV_WC_REM_ACCESS_ERR])
+    mw.close()
+    for o in (q.a, q.b, target, src):
+        o.close()
+
+    # A region without IBV_ACCESS_MW_BIND.
+    r = connected(ctx)
+    plain = r.mr(PAGE)
+    mw = MW(r.pd, e.IBV_MW_TYPE_2)
+    bind(r.a, mw, plain, plain.buf, PAGE, remote)
+    got = statuses(r.cq, 1)
+    if drv == "rdma_rxe_rust":
+        check(f"{drv}: a bind to a region without MW_BIND access gets IBV_WC_MW_BIND_ERR",
+              got == [(e.IBV_WC_MW_BIND_ERR, e.IBV_WC_BIND_MW)], f"(status, opcode): {got}")
+    else:
+        # rdma_rxe 7.2 sets IBV_WC_MW_BIND_ERR on the WQE, but its error path
+        # then completes it as flushed.
+        RES.note(f"{drv} completes a bind refused for want of MW_BIND as (status, "
+                 f"opcode) {got}: not checked")
+    mw.close()
+    for o in (r.a, r.b, plain, p.cq, q.cq, r.cq):
+        o.close()
+    for x in (p, q, r):
+        x.pd.close()
+    ctx.close()
+
+
 def scenario(drv):
     readonly_scenario(drv)
     pd_scenario(drv)
+    mw_scenario(drv)
 
 
 def main():

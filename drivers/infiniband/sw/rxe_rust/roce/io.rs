@@ -89,6 +89,8 @@ pub enum WcStatus {
     LocProtErr = 4,
     /// Flushed: the QP was in the error state.
     WrFlushErr = 5,
+    /// Memory window bind error: the window, region or rights did not allow the bind.
+    MwBindErr = 6,
     /// Bad response: a response the request did not call for.
     BadRespErr = 7,
     /// Remote invalid request: the responder NAKed with invalid request.

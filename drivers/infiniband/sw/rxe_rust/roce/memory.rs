@@ -25,6 +25,10 @@ impl Access {
     pub const REMOTE_READ: Self = Self(1 << 2);
     /// Remote atomic (`IB_ACCESS_REMOTE_ATOMIC`).
     pub const REMOTE_ATOMIC: Self = Self(1 << 3);
+    /// Memory windows may be bound to the region (`IB_ACCESS_MW_BIND`).
+    pub const MW_BIND: Self = Self(1 << 4);
+    /// Addresses count from the start of the region or window (`IB_ACCESS_ZERO_BASED`).
+    pub const ZERO_BASED: Self = Self(1 << 5);
     /// Flush to global visibility (`IB_ACCESS_FLUSH_GLOBAL`).
     pub const FLUSH_GLOBAL: Self = Self(1 << 8);
     /// Flush to persistence (`IB_ACCESS_FLUSH_PERSISTENT`).
@@ -178,6 +182,30 @@ pub trait MemoryAccess {
         let _ = reg;
         Err(AccessError::InvalidKey)
     }
+
+    /// Binds the memory window `bind` names to part of a region, or unbinds it (a length of
+    /// zero), for the queue pair that posted the request. The default refuses.
+    fn bind_mw(&mut self, bind: &MwBind) -> Result<(), AccessError> {
+        let _ = bind;
+        Err(AccessError::InvalidKey)
+    }
+}
+
+/// What a memory window bind request asks for (`struct rxe_send_wr`'s `mw`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct MwBind {
+    /// The first address of the window (an offset into the region, if zero based).
+    pub addr: u64,
+    /// Its length in bytes; zero unbinds the window.
+    pub length: u64,
+    /// The L_Key of the region the window lies in.
+    pub mr_lkey: u32,
+    /// The window's R_Key when the request was posted: its index names the window.
+    pub mw_rkey: u32,
+    /// The window's new R_Key: its low eight bits are the new key byte.
+    pub rkey: u32,
+    /// The access rights the window grants (`IB_ACCESS_*`).
+    pub access: u32,
 }
 
 /// What a registration work request sets on a fast-registration region.

@@ -523,6 +523,10 @@ impl<const N: usize> Requester<N> {
                         Ok(()) => WcStatus::Success,
                         Err(_) => WcStatus::LocQpOpErr,
                     },
+                    (WrOpcode::BindMw, Remote::BindMw(bind)) => match mem.bind_mw(&bind) {
+                        Ok(()) => WcStatus::Success,
+                        Err(_) => WcStatus::MwBindErr,
+                    },
                     _ => WcStatus::LocQpOpErr,
                 };
                 if status == WcStatus::Success {

@@ -27,7 +27,10 @@ use zerocopy_derive::{
 };
 
 use super::io::WcOpcode;
-use super::memory::Registration;
+use super::memory::{
+    MwBind,
+    Registration, //
+};
 use super::opcode::QpType;
 use super::segment::{
     MessageKind,
@@ -401,21 +404,8 @@ pub enum Remote {
         /// The key to invalidate.
         rkey: u32,
     },
-    /// Bind a memory window.
-    BindMw {
-        /// Start of the window.
-        addr: u64,
-        /// Length of the window.
-        length: u64,
-        /// Local key of the memory region the window lies in.
-        mr_lkey: u32,
-        /// Key of the window to bind.
-        mw_rkey: u32,
-        /// New remote key of the window.
-        rkey: u32,
-        /// Access flags.
-        access: u32,
-    },
+    /// Bind (or, with a length of zero, unbind) a memory window.
+    BindMw(MwBind),
 }
 
 /// Where the local data of a WQE is.
@@ -702,14 +692,14 @@ pub fn decode_send_wqe<'a>(
         },
         WrOpcode::BindMw => {
             let mw: &RawMwWr = wr_view(&raw.wr)?;
-            Remote::BindMw {
+            Remote::BindMw(MwBind {
                 addr: mw.addr.get(),
                 length: mw.length.get(),
                 mr_lkey: mw.mr_lkey.get(),
                 mw_rkey: mw.mw_rkey.get(),
                 rkey: mw.rkey.get(),
                 access: mw.access.get(),
-            }
+            })
         }
     };
 
@@ -834,22 +824,15 @@ pub fn encode_send_wqe(slot: &mut [u8], wqe: &SendWqe<'_>) -> Result<usize, WqeE
                 selectivity_level,
             },
         )?,
-        Remote::BindMw {
-            addr,
-            length,
-            mr_lkey,
-            mw_rkey,
-            rkey,
-            access,
-        } => put_wr(
+        Remote::BindMw(b) => put_wr(
             &mut wr,
             &RawMwWr {
-                addr: U64::new(addr),
-                length: U64::new(length),
-                mr_lkey: U32::new(mr_lkey),
-                mw_rkey: U32::new(mw_rkey),
-                rkey: U32::new(rkey),
-                access: U32::new(access),
+                addr: U64::new(b.addr),
+                length: U64::new(b.length),
+                mr_lkey: U32::new(b.mr_lkey),
+                mw_rkey: U32::new(b.mw_rkey),
+                rkey: U32::new(b.rkey),
+                access: U32::new(b.access),
             },
         )?,
     }
