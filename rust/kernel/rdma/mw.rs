@@ -70,7 +70,7 @@ pub(crate) unsafe extern "C" fn alloc_mw<T: Driver>(
     udata: *mut bindings::ib_udata,
 ) -> c_int {
     // SAFETY: The caller guarantees the container's layout, the device, the domain (a domain
-    // of driver `T`, which the core holds for the window's lifetime), the type and the udata.
+    // of driver `T`, which the core holds for the call), the type and the udata.
     let (dev, pd, mw_type, mut udata) = unsafe {
         (
             Mw::<T>::device_of(ibmw),

@@ -26,7 +26,8 @@ use core::{
         AtomicUsize,
         Ordering::Acquire,
         Ordering::Relaxed,
-        Ordering::Release, //
+        Ordering::Release,
+        Ordering::SeqCst, //
     },
 };
 use kernel::{
@@ -203,10 +204,16 @@ impl MrShared {
         if !matches!(self.memory, Memory::Fast { .. }) || key != self.key.load(Relaxed) {
             return Err(AccessError::InvalidKey);
         }
-        if self.windows.load(Relaxed) != 0 {
+        if self.windows.load(SeqCst) != 0 {
             return Err(AccessError::AccessDenied);
         }
-        self.valid.store(false, Release);
+        self.valid.store(false, SeqCst);
+        // A bind that counted itself meanwhile: it either sees the region invalid and undoes
+        // its count ([`MrShared::take_window`]), or is seen here and the region stays valid.
+        if self.windows.load(SeqCst) != 0 {
+            self.valid.store(true, SeqCst);
+            return Err(AccessError::AccessDenied);
+        }
         Ok(())
     }
 }
@@ -236,13 +243,11 @@ impl MrShared {
         if access.bits() & writes.bits() != 0 && !own.contains(Access::LOCAL_WRITE) {
             return Err(AccessError::AccessDenied);
         }
+        // The window's first address is one of the region's, zero based or not (a zero-based
+        // window is then reached by offsets from it). The C driver checks only the length of
+        // a zero-based window.
         let (iova, len) = (self.iova.load(Relaxed), self.length.load(Relaxed));
-        // A zero-based window's address is an offset into the region.
-        let start = if access.contains(Access::ZERO_BASED) {
-            addr
-        } else {
-            addr.checked_sub(iova).ok_or(AccessError::OutOfRange)?
-        };
+        let start = addr.checked_sub(iova).ok_or(AccessError::OutOfRange)?;
         let end = start.checked_add(length).ok_or(AccessError::OutOfRange)?;
         if end > len {
             return Err(AccessError::OutOfRange);
@@ -250,14 +255,18 @@ impl MrShared {
         Ok(())
     }
 
-    /// Counts a window bound to the region; fails once it is being deregistered.
-    pub(crate) fn take_window(&self) -> Result<(), AccessError> {
+    /// Counts a window bound to the region whose key is `key`; fails once the region is
+    /// being deregistered, or if it is no longer valid under that key.
+    pub(crate) fn take_window(&self, key: u32) -> Result<(), AccessError> {
         self.windows
-            .fetch_update(Relaxed, Relaxed, |n| {
-                (n < DEREGISTERED - 1).then_some(n + 1)
-            })
-            .map(|_| ())
-            .map_err(|_| AccessError::InvalidKey)
+            .fetch_update(SeqCst, SeqCst, |n| (n < DEREGISTERED - 1).then_some(n + 1))
+            .map_err(|_| AccessError::InvalidKey)?;
+        // Against a concurrent invalidation ([`MrShared::invalidate`]).
+        if !self.valid.load(SeqCst) || self.key.load(Relaxed) != key {
+            self.put_window();
+            return Err(AccessError::InvalidKey);
+        }
+        Ok(())
     }
 
     /// Uncounts a window [`MrShared::take_window`] counted.

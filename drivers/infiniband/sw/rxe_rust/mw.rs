@@ -45,6 +45,9 @@ enum MwState {
     Free,
     /// Bound, or a type 1 window (bound to its domain, of length zero until a bind).
     Valid,
+    /// Deallocated: nothing binds or reaches it any more, even a run that found it before
+    /// its index went (as the C driver's `RXE_MW_STATE_INVALID`).
+    Invalid,
 }
 
 /// What a window grants, as its last bind set it.
@@ -111,8 +114,8 @@ impl MwShared {
                 .load(bind.mr_lkey >> 8, rcu)
                 .ok_or(AccessError::InvalidKey)?;
             mr.check_bind(bind.mr_lkey, pd, access, bind.addr, bind.length)?;
-            // Fails if the region is being deregistered.
-            mr.take_window()?;
+            // Fails if the region is being deregistered, or was invalidated meanwhile.
+            mr.take_window(bind.mr_lkey)?;
             Some(mr)
         } else {
             None
@@ -174,17 +177,25 @@ impl MwShared {
         Ok((mr_key, mr_va))
     }
 
-    /// Invalidates the type 2 window whose key is `rkey` (local invalidate, SEND with
-    /// invalidate), as the C driver's `rxe_invalidate_mw`: it is free again.
+    /// Invalidates the type 2 window whose key is `rkey` for a queue pair of domain `pd`
+    /// (local invalidate, SEND with invalidate), as the C driver's `rxe_invalidate_mw`: it is
+    /// free again.
+    ///
+    /// Unlike the C driver, only for a queue pair of the window's domain.
     pub(crate) fn invalidate(
         &self,
         rkey: u32,
+        pd: usize,
         mrs: &MrTable,
         rcu: &rcu::Guard,
     ) -> Result<(), AccessError> {
         let mut b = self.binding.lock();
         // IBA o10-37.2.26: a type 1 window is not invalidated by a work request.
-        if b.rkey != rkey || self.mw_type == MwType::Type1 {
+        if b.rkey != rkey
+            || self.pd != pd
+            || self.mw_type == MwType::Type1
+            || b.state == MwState::Invalid
+        {
             return Err(AccessError::InvalidKey);
         }
         b.unbind(MwState::Free, mrs, rcu);
@@ -238,13 +249,13 @@ pub(crate) struct RxeMw {
 
 impl Drop for RxeMw {
     fn drop(&mut self) {
-        // Deallocated while bound: the region is released, and the key grants nothing even to
-        // a run that found the window before its index went.
+        // Deallocated while bound: the region is released, and the key grants nothing, nor
+        // binds again, even for a run that found the window before its index went.
         let rcu = rcu::read_lock();
         self.shared
             .binding
             .lock()
-            .unbind(MwState::Free, &self.mrs, &rcu);
+            .unbind(MwState::Invalid, &self.mrs, &rcu);
     }
 }
 

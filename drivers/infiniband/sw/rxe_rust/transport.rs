@@ -803,7 +803,7 @@ impl MemoryAccess for Mem<'_> {
             .mws
             .load(rkey >> 8, &rcu)
             .ok_or(AccessError::InvalidKey)?
-            .invalidate(rkey, self.env.mrs, &rcu)
+            .invalidate(rkey, self.env.shared.pd, self.env.mrs, &rcu)
     }
 
     fn register(&mut self, reg: &Registration) -> Result<(), AccessError> {

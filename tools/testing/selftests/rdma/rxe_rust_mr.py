@@ -13,7 +13,8 @@
 - Memory windows bound by work requests (type 2): a WRITE through the
   window's R_Key lands in the window; the region cannot be deregistered
   while the window is bound (EINVAL); only the queue pair the window is
-  bound to may be reached through it. rdma_rxe_rust also refuses an access
+  bound to may be reached through it; a zero-based window is reached by
+  offsets from its start. rdma_rxe_rust also refuses an access
   outside the window but inside its region (IBA o10-37.2), which rdma_rxe
   lets through (it checks only the region's range), and completes a bind to
   a region without IBV_ACCESS_MW_BIND with IBV_WC_MW_BIND_ERR, where
@@ -243,6 +244,30 @@ def mw_scenario(drv):
     mw.close()
     for o in (p.a, p.b, target, src):
         o.close()
+
+    # A zero-based window over the second page: addresses are offsets into it.
+    z = connected(ctx)
+    target = MR(z.pd, 2 * PAGE, bindable)
+    target.write(bytes(2 * PAGE), 2 * PAGE)
+    mw = MW(z.pd, e.IBV_MW_TYPE_2)
+    zero_based = getattr(e, "IBV_ACCESS_ZERO_BASED", 1 << 5)
+    wr = bind(z.b, mw, target, target.buf + PAGE, PAGE, remote | zero_based)
+    got = statuses(z.cq, 1)
+    check(f"{drv}: a zero-based type 2 window bind completes",
+          got == [(e.IBV_WC_SUCCESS, e.IBV_WC_BIND_MW)], f"(status, opcode): {got}")
+    src = z.mr(PAGE)
+    blob = os.urandom(64)
+    src.write(blob, 64)
+    z.a.post_send(send_wr(src, 64, e.IBV_WR_RDMA_WRITE, 4, 128, wr.rkey))
+    got = statuses(z.cq, 1)
+    check(f"{drv}: a WRITE to offset 128 of the zero-based window completes",
+          [s for s, _ in got] == [e.IBV_WC_SUCCESS], f"(status, opcode): {got}")
+    check(f"{drv}: and lands at byte 128 of the window's page",
+          target.read(64, PAGE + 128) == blob and target.read(PAGE, 0) == bytes(PAGE))
+    mw.close()
+    for o in (z.a, z.b, target, src, z.cq):
+        o.close()
+    z.pd.close()
 
     # Bound to b, the window is not reached through a, the other end.
     q = connected(ctx)
