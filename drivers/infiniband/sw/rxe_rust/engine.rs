@@ -360,7 +360,9 @@ impl Engine {
         tx: &mut KVec<u8>,
         out: &mut KVec<Packet>,
     ) -> SendRun {
-        if !qp.can_send() {
+        // Draining (SQD), the requester finishes what it took, and takes nothing new.
+        let draining = qp.is_draining();
+        if !qp.can_send() && !draining {
             return SendRun::default();
         }
         let env = self.env(qp);
@@ -369,10 +371,10 @@ impl Engine {
         // context ([`QpShared::kick`]); taken and held here, they would wake the work item for
         // nothing. But WQEs a full window stopped have had their doorbell: the acknowledgement
         // that makes room takes them, and holds them for the work item.
-        let take_new = !t.holds_requests() || t.sq_stalled;
+        let take_new = (!t.holds_requests() || t.sq_stalled) && !draining;
         let mut bad = None;
         let budget = Some(SEND_BUDGET);
-        let ((failed, full), ran_dry) =
+        let ((failed, outstanding), ran_dry) =
             with_io_budget(t, &env, tx, out, budget, None, |roce, mem, io| {
                 // A datagram or UC message completes once sent, which makes room in the window
                 // again: a post list longer than the window goes on here, within the budget, as
@@ -411,11 +413,14 @@ impl Engine {
                 }
                 (
                     roce.state() == TransportState::Error,
-                    roce.requester.outstanding() >= SQ_WINDOW,
+                    roce.requester.outstanding(),
                 )
             });
         if take_new {
-            t.sq_stalled = full;
+            t.sq_stalled = outstanding >= SQ_WINDOW;
+        }
+        if draining && outstanding == 0 {
+            qp.end_drain();
         }
         if next != t.sq_read {
             t.note_turn();

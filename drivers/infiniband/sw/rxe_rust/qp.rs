@@ -165,6 +165,9 @@ pub(crate) struct QpShared {
     qpn: AtomicU32,
     /// The `enum ib_qp_state`; changed under the owner's state mutex, read without it.
     state: AtomicU32,
+    /// Whether the send queue drains in SQD ([`SQ_DRAINING`], [`SQ_DRAINING_NOTIFY`]) or not
+    /// (zero): set by `modify_qp` to SQD, cleared by the run that finds nothing outstanding.
+    sq_drain: AtomicU32,
     /// Whether user space produces the work requests (through the mapped rings).
     user: bool,
     /// The protection domain (its address: an identity, never dereferenced).
@@ -390,6 +393,20 @@ impl QpShared {
     /// Returns whether the requester may send (RTS).
     pub(crate) fn can_send(&self) -> bool {
         self.state() == QpState::Rts
+    }
+
+    /// Returns whether the send queue drains (SQD, until what the requester took is done):
+    /// the requester finishes what it holds but takes no new WQE.
+    pub(crate) fn is_draining(&self) -> bool {
+        self.state() == QpState::Sqd && self.sq_drain.load(Acquire) != 0
+    }
+
+    /// Ends the drain of the send queue, with `IB_EVENT_SQ_DRAINED` if the consumer asked
+    /// for it (`en_sqd_async_notify`).
+    pub(crate) fn end_drain(&self) {
+        if self.sq_drain.swap(0, AcqRel) == SQ_DRAINING_NOTIFY {
+            self.handle.event(QpEvent::SqDrained);
+        }
     }
 
     /// Returns whether the responder takes packets (RTR to SQE).
@@ -897,6 +914,7 @@ impl RxeQp {
                 qp_type,
                 qpn: AtomicU32::new(0),
                 state: AtomicU32::new(QpState::Reset as u32),
+                sq_drain: AtomicU32::new(0),
                 user,
                 pd: pd.as_raw() as usize,
                 handle,
@@ -985,6 +1003,14 @@ impl RxeQp {
             );
             return Err(EINVAL);
         }
+        // As `rxe_qp_chk_attr`: out of SQD only once drained, or to ERR.
+        if cur == QpState::Sqd
+            && !matches!(next, QpState::Sqd | QpState::Err)
+            && self.shared.sq_drain.load(Acquire) != 0
+        {
+            pr_debug!("QP leaves SQD while its send queue drains\n");
+            return Err(EINVAL);
+        }
         check_attr(attr, qp_type)?;
         st.attr.update(|dst| apply(dst, attr));
         // The source GID is lent for this call only: keep the path now.
@@ -1017,7 +1043,21 @@ impl RxeQp {
                 _ => (),
             }
         }
+        if next == QpState::Sqd && cur == QpState::Rts {
+            let drain = if st.attr.get().en_sqd_async_notify != 0 {
+                SQ_DRAINING_NOTIFY
+            } else {
+                SQ_DRAINING
+            };
+            shared.sq_drain.store(drain, Release);
+        } else if next != QpState::Sqd {
+            shared.sq_drain.store(0, Release);
+        }
         shared.state.store(next as u32, Release);
+        if next == QpState::Sqd && cur == QpState::Rts {
+            // A run ends the drain once nothing is outstanding, which may be at once.
+            QpShared::kick_later(shared.as_arc_borrow());
+        }
         if next == QpState::Err {
             // What the transport holds first, then what is still in the rings.
             engine.fail(shared);
@@ -1083,10 +1123,12 @@ impl RxeQp {
             max_recv_sge,
             max_rdma_ctxs: 0,
         };
+        let draining = self.shared.is_draining();
         attr.update(|a| {
             a.qp_state = state;
             a.cur_qp_state = state;
             a.cap = cap.into();
+            a.sq_draining = u8::from(draining);
         });
         QpReport {
             attr,
@@ -1099,6 +1141,11 @@ impl RxeQp {
         }
     }
 }
+
+/// [`QpShared::sq_drain`]: the send queue drains, and its end is not reported.
+const SQ_DRAINING: u32 = 1;
+/// [`QpShared::sq_drain`]: the send queue drains, and its end is reported as an event.
+const SQ_DRAINING_NOTIFY: u32 = 2;
 
 /// Checks the values of a modify request (as `rxe_qp_chk_attr`).
 fn check_attr(attr: &QpAttr<'_>, qp_type: IbQpType) -> Result {

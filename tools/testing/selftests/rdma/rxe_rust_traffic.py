@@ -28,6 +28,10 @@ Things rdma-core's suite does not exercise:
   test's KTAP output, not a check);
 - receives flushed by the error state complete with IBV_WC_WR_FLUSH_ERR and
   leave rdma_recvs alone (it counts receives that completed with success).
+- RTS -> SQD with en_sqd_async_notify while RDMA WRITEs are in flight:
+  IBV_EVENT_SQ_DRAINED comes, query_qp then reports SQD and not draining,
+  and back in RTS every WRITE, those posted before SQD included, completes
+  and lands.
 Each driver must give the same outcomes and move the same counters.
 KTAP output.
 """
@@ -223,6 +227,7 @@ def scenario(drv):
     check(f"{drv}: retry_exceeded_err moved", after["retry_exceeded_err"] > before["retry_exceeded_err"],
           f"{before.get('retry_exceeded_err')} -> {after.get('retry_exceeded_err')}")
     flush_scenario(drv, p, dst)
+    sqd_scenario(drv)
     big_region_scenario(drv, p)
     uc_burst_scenario(drv, p)
     srq_scenario(drv, p)
@@ -254,6 +259,49 @@ def flush_scenario(drv, p, dst):
           after["rdma_recvs"] == before["rdma_recvs"],
           f"{before['rdma_recvs']} -> {after['rdma_recvs']}")
     qp.close()
+
+
+def sqd_scenario(drv):
+    # A context of its own: its async events are this scenario's only.
+    ctx = Context(name=DEV)
+    p = Pair(ctx)
+    p.connect(p.a, p.b.qp_num)
+    p.connect(p.b, p.a.qp_num)
+    n, size = 4, 64 * 1024
+    src, dst = p.mr(size), p.mr((n + 1) * size)
+    blob = os.urandom(size)
+    src.write(blob, size)
+    for i in range(n):
+        p.a.post_send(send_wr(src, size, e.IBV_WR_RDMA_WRITE, 100 + i, dst.buf + i * size,
+                              dst.rkey))
+    attr = QPAttr()
+    attr.qp_state = e.IBV_QPS_SQD
+    attr.en_sqd_async_notify = 1
+    p.a.modify(attr, e.IBV_QP_STATE | e.IBV_QP_EN_SQD_ASYNC_NOTIFY)
+    event = async_event(ctx, 10)
+    ev = event.event_type if event else None
+    check(f"{drv}: RTS -> SQD with en_sqd_async_notify: IBV_EVENT_SQ_DRAINED",
+          ev == e.IBV_EVENT_SQ_DRAINED, f"event {ev}")
+    if event:
+        event.ack()
+    q, _ = p.a.query(e.IBV_QP_STATE)
+    check(f"{drv}: drained, query_qp reports SQD and sq_draining 0",
+          (q.qp_state, q.sq_draining) == (e.IBV_QPS_SQD, 0),
+          f"state {q.qp_state}, sq_draining {q.sq_draining}")
+    attr = QPAttr()
+    attr.qp_state = e.IBV_QPS_RTS
+    p.a.modify(attr, e.IBV_QP_STATE)
+    p.a.post_send(send_wr(src, size, e.IBV_WR_RDMA_WRITE, 100 + n, dst.buf + n * size,
+                          dst.rkey))
+    w = poll(p.cq, n + 1)
+    check(f"{drv}: back in RTS, the {n} WRITEs posted before SQD and one after complete",
+          sorted((x.wr_id, x.status) for x in w) ==
+          [(100 + i, e.IBV_WC_SUCCESS) for i in range(n + 1)],
+          f"{[(x.wr_id, x.status) for x in w]}")
+    check(f"{drv}: and every one landed", dst.read((n + 1) * size, 0) == blob * (n + 1))
+    for o in (p.a, p.b, src, dst, p.cq, p.pd):
+        o.close()
+    ctx.close()
 
 
 def timer_independence_scenario(drv, p, src, dst):
