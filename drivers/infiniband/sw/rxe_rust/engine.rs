@@ -59,6 +59,10 @@ use crate::{
         SQ_WINDOW, //
     },
 };
+use core::sync::atomic::{
+    AtomicU64,
+    Ordering::Relaxed, //
+};
 use kernel::{
     net::{
         device::NetDevice,
@@ -167,6 +171,8 @@ pub(crate) struct Engine {
     mac: [u8; 6],
     /// The 64-bit jiffies counter when the engine was made: the transports' clock starts there.
     origin: u64,
+    /// The last queue pair serial handed out ([`Engine::next_qp_serial`]).
+    qp_serials: AtomicU64,
     /// Serialises atomic operations (a read and a write of the target) across queue pairs.
     #[pin]
     atomics: SpinLockIrq<()>,
@@ -193,10 +199,17 @@ impl Engine {
                 ndev,
                 mac,
                 origin: jiffies_64(),
+                qp_serials: AtomicU64::new(0),
                 atomics <- new_spinlock_irq!(()),
             }),
             GFP_KERNEL,
         )
+    }
+
+    /// Returns a number no other queue pair of the device had or will have: unlike a QP
+    /// number, which comes round again, it names one queue pair for good.
+    pub(crate) fn next_qp_serial(&self) -> u64 {
+        self.qp_serials.fetch_add(1, Relaxed) + 1
     }
 
     /// Nanoseconds since the engine was made, in whole jiffies: the transports' clock.

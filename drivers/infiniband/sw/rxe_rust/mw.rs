@@ -63,8 +63,11 @@ struct Binding {
     /// The key of the region the window lies in, while it has a length. The region counts
     /// the window ([`MrShared::take_window`]), so it stays registered under that key.
     mr_key: Option<u32>,
-    /// The number of the queue pair a type 2 window is bound to.
-    qpn: Option<u32>,
+    /// The serial of the queue pair a type 2 window is bound to ([`QpShared::serial`]): not
+    /// its number, which a later queue pair may get.
+    ///
+    /// [`QpShared::serial`]: crate::qp::QpShared::serial
+    qp: Option<u64>,
 }
 
 /// A memory window as the data path finds it by R_Key index.
@@ -81,13 +84,13 @@ pub(crate) struct MwShared {
 
 impl MwShared {
     /// Binds the window to part of a region of `mrs`, or unbinds it, as `bind` asks, for the
-    /// queue pair `qpn` of domain `pd`: the checks of the C driver's `rxe_check_bind_mw`
+    /// queue pair `qp` (its serial) of domain `pd`: the checks of the C driver's `rxe_check_bind_mw`
     /// (IBA C10-72 to C10-75), then `rxe_do_bind_mw`.
     pub(crate) fn bind(
         &self,
         bind: &MwBind,
         pd: usize,
-        qpn: u32,
+        qp: u64,
         mrs: &MrTable,
         rcu: &rcu::Guard,
     ) -> Result<(), AccessError> {
@@ -129,11 +132,11 @@ impl MwShared {
         b.addr = bind.addr;
         b.length = bind.length;
         b.mr_key = mr.map(|_| bind.mr_lkey);
-        b.qpn = (self.mw_type == MwType::Type2).then_some(qpn);
+        b.qp = (self.mw_type == MwType::Type2).then_some(qp);
         Ok(())
     }
 
-    /// Checks that `rkey` names this window for queue pair `qpn` of domain `pd`, with `need`
+    /// Checks that `rkey` names this window for queue pair `qp` (its serial) of domain `pd`, with `need`
     /// rights on `len` bytes at `va`; returns the key of the region and the address there,
     /// as the C driver's `rxe_lookup_mw` and IBA o10-37.2.
     ///
@@ -143,7 +146,7 @@ impl MwShared {
         &self,
         rkey: u32,
         pd: usize,
-        qpn: u32,
+        qp: u64,
         va: u64,
         len: usize,
         need: Access,
@@ -152,7 +155,7 @@ impl MwShared {
         if b.state != MwState::Valid || b.rkey != rkey || self.pd != pd {
             return Err(AccessError::InvalidKey);
         }
-        if self.mw_type == MwType::Type2 && b.qpn != Some(qpn) {
+        if self.mw_type == MwType::Type2 && b.qp != Some(qp) {
             return Err(AccessError::InvalidKey);
         }
         let mr_key = b.mr_key.ok_or(AccessError::InvalidKey)?;
@@ -213,7 +216,7 @@ impl Binding {
         self.access = Access::NONE;
         self.addr = 0;
         self.length = 0;
-        self.qpn = None;
+        self.qp = None;
     }
 }
 
@@ -288,7 +291,7 @@ impl MwOps for RxeMw {
                     addr: 0,
                     length: 0,
                     mr_key: None,
-                    qpn: None,
+                    qp: None,
                 }),
             }),
             GFP_KERNEL,

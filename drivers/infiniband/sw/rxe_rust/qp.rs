@@ -163,6 +163,9 @@ pub(crate) struct QpShared {
     pub(crate) qp_type: IbQpType,
     /// The QP number, set once the number is allocated.
     qpn: AtomicU32,
+    /// This queue pair's serial, which no other queue pair of the device has: a type 2
+    /// memory window is bound to it.
+    pub(crate) serial: u64,
     /// The `enum ib_qp_state`; changed under the owner's state mutex, read without it.
     state: AtomicU32,
     /// Whether the send queue drains in SQD ([`SQ_DRAINING`], [`SQ_DRAINING_NOTIFY`]) or not
@@ -913,6 +916,7 @@ impl RxeQp {
             try_pin_init!(QpShared {
                 qp_type,
                 qpn: AtomicU32::new(0),
+                serial: dev.engine.next_qp_serial(),
                 state: AtomicU32::new(QpState::Reset as u32),
                 sq_drain: AtomicU32::new(0),
                 user,

@@ -603,8 +603,7 @@ impl Mem<'_> {
             .mws
             .load(rkey >> 8, &rcu)
             .ok_or(AccessError::InvalidKey)?;
-        let qpn = self.env.shared.number();
-        let (mr_key, mr_va) = mw.check(rkey, pd, qpn, va, len, need)?;
+        let (mr_key, mr_va) = mw.check(rkey, pd, self.env.shared.serial, va, len, need)?;
         let mr = self
             .env
             .mrs
@@ -819,7 +818,7 @@ impl MemoryAccess for Mem<'_> {
         env.mws
             .load(bind.mw_rkey >> 8, &rcu)
             .ok_or(AccessError::InvalidKey)?
-            .bind(bind, env.shared.pd, env.shared.number(), env.mrs, &rcu)
+            .bind(bind, env.shared.pd, env.shared.serial, env.mrs, &rcu)
     }
 }
 
