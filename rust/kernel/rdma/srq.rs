@@ -12,6 +12,7 @@ use crate::{
         device::Device,
         driver::Driver,
         event::SrqHandle,
+        pd::Pd,
         udata::UData,
         wr::RecvWr, //
     },
@@ -24,6 +25,16 @@ core_object!(
     Srq,
     SrqHandle
 );
+
+impl<T: Driver> Srq<T> {
+    /// Returns whether the shared receive queue is in protection domain `pd`.
+    pub fn is_in(&self, pd: &Pd<T>) -> bool {
+        // SAFETY: `self` is live (type invariant); the core sets `pd` before the create op and
+        // never changes it.
+        let own = unsafe { (*self.as_raw()).pd };
+        core::ptr::eq(own, pd.as_raw())
+    }
+}
 
 c_enum! {
     /// The type of a shared receive queue (`enum ib_srq_type`).

@@ -853,7 +853,14 @@ impl RxeQp {
         let send_cq = init.send_cq(dev).ok_or(EINVAL)?.core().clone();
         let recv_cq = init.recv_cq(dev).ok_or(EINVAL)?.core().clone();
         let srq = if init.has_srq() {
-            Some(init.srq(dev).ok_or(EINVAL)?.core().clone())
+            let srq = init.srq(dev).ok_or(EINVAL)?;
+            // A queue pair and its shared receive queue are of one domain, as the IBA asks
+            // (the C driver does not check).
+            if !srq.is_in(pd) {
+                pr_debug!("create_qp on an SRQ of another PD\n");
+                return Err(EINVAL);
+            }
+            Some(srq.core().clone())
         } else {
             None
         };

@@ -226,6 +226,18 @@ def run():
         srq.close()
     check("SRQ create, query, resize, limit, QP on it, destroy", srq_life)
 
+    def srq_of_another_pd():
+        other = PD(ctx)
+        srq = SRQ(other, srq_attr(10, 1))
+        try:
+            fails_with(errno.EINVAL, lambda: QP(pd, QPInitAttr(
+                qp_type=e.IBV_QPT_RC, scq=qcq, rcq=qcq, srq=srq,
+                cap=QPCap(max_send_wr=4, max_send_sge=1))))
+        finally:
+            srq.close()
+            other.close()
+    check("QP on an SRQ of another PD: EINVAL (rdma_rxe creates it)", srq_of_another_pd)
+
     rw = e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE | e.IBV_ACCESS_REMOTE_READ
 
     def mr_keys():
