@@ -755,7 +755,7 @@ static void kv_srq_release(void *srq)
 	ib_destroy_srq(srq);
 }
 
-/* srq: create, query, post (good and bad), modify the limit, destroy. */
+/* srq: create, query, post (good, past full, bad), modify the limit, destroy. */
 static void srq(struct kunit *test)
 {
 	struct ib_device *ibdev = kv_ctx(test)->dev;
@@ -805,6 +805,15 @@ static void srq(struct kunit *test)
 	wr[0].num_sge = attr.max_sge + 1;
 	bad = NULL;
 	KUNIT_EXPECT_EQ(test, ib_post_srq_recv(shared, wr, &bad), -EINVAL);
+	KUNIT_EXPECT_PTR_EQ(test, bad, (const struct ib_recv_wr *)&wr[0]);
+
+	/* It holds attr.max_wr WRs: two are in, the rest fit, one more does not. */
+	wr[0].sg_list = sge;
+	wr[0].num_sge = 1;
+	for (i = 2; i < attr.max_wr; i++)
+		KUNIT_ASSERT_EQ(test, ib_post_srq_recv(shared, wr, &bad), 0);
+	bad = NULL;
+	KUNIT_EXPECT_EQ(test, ib_post_srq_recv(shared, wr, &bad), -ENOMEM);
 	KUNIT_EXPECT_PTR_EQ(test, bad, (const struct ib_recv_wr *)&wr[0]);
 
 	attr.srq_limit = 4;
