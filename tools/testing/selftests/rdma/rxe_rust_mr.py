@@ -19,6 +19,8 @@
   lets through (it checks only the region's range), and completes a bind to
   a region without IBV_ACCESS_MW_BIND with IBV_WC_MW_BIND_ERR, where
   rdma_rxe 7.2 reports the WQE as flushed.
+- A zero-length RDMA WRITE or READ with an invalid R_Key: rdma_rxe_rust
+  answers with a remote access error; rdma_rxe does not look at the key.
 KTAP output.
 """
 
@@ -33,7 +35,7 @@ import sys
 from pyverbs.device import Context
 from pyverbs.mr import MR, MW, MWBindInfo
 from pyverbs.pyverbs_error import PyverbsRDMAError
-from pyverbs.wr import SendWR
+from pyverbs.wr import SGE, SendWR
 import pyverbs.enums as e
 
 from rxe_rust_ktap import DEV, Results, on_device
@@ -306,10 +308,34 @@ def mw_scenario(drv):
     ctx.close()
 
 
+def zero_length_scenario(drv):
+    ctx = Context(name=DEV)
+    for opcode, name in ((e.IBV_WR_RDMA_WRITE, "WRITE"), (e.IBV_WR_RDMA_READ, "READ")):
+        p = connected(ctx)
+        target = p.mr(PAGE)
+        bogus = target.rkey ^ 0xff
+        local = p.mr(PAGE)
+        wr = SendWR(wr_id=5, opcode=opcode, num_sge=1, sg=[SGE(local.buf, 0, local.lkey)],
+                    send_flags=e.IBV_SEND_SIGNALED)
+        wr.set_wr_rdma(bogus, target.buf)
+        p.a.post_send(wr)
+        got = [s for s, _ in statuses(p.cq, 1)]
+        if drv == "rdma_rxe_rust":
+            check(f"{drv}: a zero-length RDMA {name} with an invalid R_Key gets "
+                  "IBV_WC_REM_ACCESS_ERR", got == [e.IBV_WC_REM_ACCESS_ERR], f"{got}")
+        else:
+            RES.note(f"{drv} completes a zero-length RDMA {name} with an invalid R_Key "
+                     f"with status {got} (it does not look at the key): not checked")
+        for o in (p.a, p.b, target, local, p.cq, p.pd):
+            o.close()
+    ctx.close()
+
+
 def scenario(drv):
     readonly_scenario(drv)
     pd_scenario(drv)
     mw_scenario(drv)
+    zero_length_scenario(drv)
 
 
 def main():
