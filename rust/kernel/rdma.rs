@@ -146,6 +146,9 @@ pub mod qp;
 pub mod srq;
 pub mod stats;
 pub mod sysfs;
+// The events are the driver's own: they exist only where it is built.
+#[cfg(any(CONFIG_RDMA_RXE_RUST = "y", CONFIG_RDMA_RXE_RUST = "m"))]
+pub mod trace;
 pub mod ucontext;
 pub mod udata;
 pub mod umem;

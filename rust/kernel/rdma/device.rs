@@ -91,6 +91,16 @@ impl<T: Driver> Device<T> {
         self.ibdev.get()
     }
 
+    /// Returns the device's index, as `rdma dev` shows it.
+    ///
+    /// The core assigns it when it registers the device, before any verb can reach it; it is
+    /// zero before that.
+    pub fn index(&self) -> u32 {
+        // SAFETY: The device is valid (the type's invariant); `index` is written once, by the
+        // registration, and read as `READ_ONCE` would.
+        unsafe { core::ptr::read_volatile(&raw const (*self.as_raw()).index) }
+    }
+
     /// Creates a reference from a raw pointer.
     ///
     /// # Safety

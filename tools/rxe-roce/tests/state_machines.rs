@@ -21,7 +21,9 @@ use rxe_roce::roce::io::{
     Instant,
     Output,
     RecvSlot,
+    RetransmitCause,
     TimerId,
+    TraceEvent,
     WcOpcode,
     WcStatus,
     WorkQueue, //
@@ -185,6 +187,7 @@ struct Io {
     recvs: VecDeque<RecvSlot>,
     timers: BTreeMap<TimerId, u64>,
     counters: Vec<Counter>,
+    traces: Vec<TraceEvent>,
     /// Packets that may still be sent (`None`: no limit), as the driver's run budget.
     budget: Option<usize>,
     /// Hand out transmit buffers full of junk, as the driver's reused buffer is, not zeroed.
@@ -242,6 +245,9 @@ impl Output for Io {
     }
     fn count(&mut self, c: Counter) {
         self.counters.push(c);
+    }
+    fn trace(&mut self, e: TraceEvent) {
+        self.traces.push(e);
     }
 }
 
@@ -486,6 +492,14 @@ fn sequence_error_naks_once_then_go_back_n() {
     assert_eq!(a.count(Counter::SequenceErrorNak), 1);
     assert_eq!(a.count(Counter::OutOfSequence), 0, "a request counter");
     assert_eq!(a.count(Counter::Retry), 1);
+    assert_eq!(
+        a.io.traces,
+        [TraceEvent::Retransmit {
+            psn: Packet::parse(&reqs[0]).unwrap().psn(),
+            cause: RetransmitCause::Nak,
+        }],
+        "the retry is traced with the NAKed PSN"
+    );
     let again = a.take_sent();
     assert_eq!(again.len(), 4, "go back to the NAKed PSN and resend all");
     b.deliver(&again);
@@ -944,8 +958,15 @@ fn rnr_nak_waits_the_timer_then_retries() {
     let (mut a, mut b) = pair(QpType::Rc, 7, 7);
     a.post(wr(0, WrOpcode::Send, Remote::None, 10));
     for round in 0..50 {
-        b.deliver(&a.take_sent());
+        let req = a.take_sent();
+        let psn = Packet::parse(&req[0]).unwrap().psn();
+        b.deliver(&req);
         let nak = b.take_sent();
+        let traced = TraceEvent::RnrNakSent {
+            psn,
+            timer: RnrTimer::from_bits(4),
+        };
+        assert_eq!(b.io.traces.pop(), Some(traced), "round {round}");
         assert_eq!(
             opcodes(&nak),
             [(
@@ -957,6 +978,11 @@ fn rnr_nak_waits_the_timer_then_retries() {
         );
         let t0 = a.io.now;
         a.deliver(&nak);
+        let traced = TraceEvent::RnrNakReceived {
+            psn,
+            timer: RnrTimer::from_bits(4),
+        };
+        assert_eq!(a.io.traces.pop(), Some(traced), "round {round}");
         assert!(a.io.sent.is_empty(), "waits for the RNR timer");
         // RNR timer code 4 is 40 us.
         assert_eq!(a.io.timers[&TimerId::RnrRetry], t0 + 40_000);
@@ -1049,6 +1075,14 @@ fn tail_loss_probe_recovers_a_lost_last_packet_before_the_timeout() {
     a.fire(TimerId::Retransmit);
     assert_eq!(a.count(Counter::TailProbe), 1);
     assert_eq!(a.count(Counter::Retry), 0, "a probe is no retry");
+    assert_eq!(
+        a.io.traces,
+        [TraceEvent::Retransmit {
+            psn: Packet::parse(&sent_second[0]).unwrap().psn(),
+            cause: RetransmitCause::TailProbe,
+        }],
+        "a probe is traced as a retransmission of the last packet"
+    );
     // What was not acknowledged goes again; the timeout stays where it was.
     assert_eq!(a.io.timers[&TimerId::Retransmit], t0 + timeout);
     let probe = a.take_sent();

@@ -70,7 +70,10 @@ use kernel::{
     },
     new_spinlock_irq,
     prelude::*,
-    rdma::qp::attr::QpType as IbQpType,
+    rdma::{
+        qp::attr::QpType as IbQpType,
+        trace, //
+    },
     sync::{
         aref::ARef,
         rcu,
@@ -521,6 +524,14 @@ impl Engine {
         };
         self.counters
             .add(crate::stats::Counter::RcvdBytes, bytes.len() as u64);
+        trace::recv(&trace::PacketFields {
+            dev: qp.dev_index,
+            qpn: qp.number(),
+            dest_qpn: pkt.dest_qpn(),
+            opcode: pkt.opcode().raw(),
+            psn: pkt.psn().get(),
+            len: bytes.len() as u32,
+        });
         let env = self.env(qp);
         let budget = Some(SEND_BUDGET);
         with_io_budget(t, &env, tx, out, budget, grh, |roce, mem, io| {

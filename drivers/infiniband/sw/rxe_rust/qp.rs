@@ -166,6 +166,8 @@ pub(crate) struct QpShared {
     /// This queue pair's serial, which no other queue pair of the device has: a type 2
     /// memory window is bound to it.
     pub(crate) serial: u64,
+    /// The device's index, which tracepoints name it by.
+    pub(crate) dev_index: u32,
     /// The `enum ib_qp_state`; changed under the owner's state mutex, read without it.
     state: AtomicU32,
     /// Whether the send queue drains in SQD ([`SQ_DRAINING`], [`SQ_DRAINING_NOTIFY`]) or not
@@ -924,6 +926,7 @@ impl RxeQp {
                 qp_type,
                 qpn: AtomicU32::new(0),
                 serial: dev.engine.next_qp_serial(),
+                dev_index: dev.index(),
                 state: AtomicU32::new(QpState::Reset as u32),
                 sq_drain: AtomicU32::new(0),
                 user,

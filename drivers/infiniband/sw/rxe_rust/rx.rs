@@ -33,9 +33,15 @@ use kernel::{
         SkbDropReason, //
     },
     prelude::*,
-    rdma::device::Device, //
+    rdma::{
+        device::Device,
+        trace, //
+    },
 };
 use zerocopy::FromBytes;
+
+/// The QP number a drop is traced with when the datagram's could not be read.
+const NO_QPN: u32 = 0xff_ffff;
 
 /// Why a received datagram was dropped.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -63,6 +69,22 @@ pub(crate) enum DropReason {
 }
 
 impl DropReason {
+    /// Returns the reason's name, as the `rxe_rust:rxe_rust_drop` tracepoint reports it.
+    pub(crate) fn name(self) -> &'static CStr {
+        match self {
+            Self::NoMemory => c"no_memory",
+            Self::NetworkHeader => c"network_header",
+            Self::UdpLength => c"udp_length",
+            Self::Truncated => c"truncated",
+            Self::Packet => c"malformed",
+            Self::Icrc => c"icrc",
+            Self::NotOurs => c"not_ours",
+            Self::NoQp => c"no_qp",
+            Self::QpGone => c"qp_gone",
+            Self::Busy => c"busy",
+        }
+    }
+
     /// Returns the network stack's reason, which the `skb:kfree_skb` tracepoint reports.
     pub(crate) fn skb_reason(self) -> SkbDropReason {
         match self {
@@ -119,6 +141,7 @@ pub(crate) fn receive(dev: &Device<Rxe>, mut skb: SkBuff) -> Result<(), DropReas
     let dest = match check(dev, &mut skb) {
         Ok(dest) => dest,
         Err(why) => {
+            trace::drop(dev.index(), NO_QPN, why.name());
             skb.drop_with_reason(why.skb_reason());
             return Err(why);
         }
@@ -128,6 +151,7 @@ pub(crate) fn receive(dev: &Device<Rxe>, mut skb: SkBuff) -> Result<(), DropReas
         Destination::Group(mgid) => mcast::members(dev, &mgid),
     };
     let Some((&last, others)) = members.as_ref().and_then(|m| m.qpns().split_last()) else {
+        trace::drop(dev.index(), Bth::MULTICAST_QPN, DropReason::NotOurs.name());
         skb.drop_with_reason(DropReason::NotOurs.skb_reason());
         return Err(DropReason::NotOurs);
     };
@@ -136,7 +160,10 @@ pub(crate) fn receive(dev: &Device<Rxe>, mut skb: SkBuff) -> Result<(), DropReas
         // A clone shares the bytes: each queue pair gets the datagram without a copy.
         let delivered = match skb.try_clone(GFP_ATOMIC) {
             Ok(clone) => deliver(dev, qpn, clone),
-            Err(_) => Err(DropReason::NoMemory),
+            Err(_) => {
+                trace::drop(dev.index(), qpn, DropReason::NoMemory.name());
+                Err(DropReason::NoMemory)
+            }
         };
         result = result.and(delivered);
     }
@@ -155,6 +182,7 @@ fn deliver(dev: &Device<Rxe>, qpn: u32, skb: SkBuff) -> Result<(), DropReason> {
                 e if e == ESRCH => DropReason::QpGone,
                 _ => DropReason::Busy,
             };
+            trace::drop(dev.index(), qpn, why.name());
             packet.drop_with(why.skb_reason());
             why
         })

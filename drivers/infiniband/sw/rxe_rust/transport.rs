@@ -26,6 +26,7 @@ use crate::{
         MAX_SEND_WQE, //
     },
     roce::{
+        headers::Bth,
         icrc::UdpHeader,
         io::{
             AsyncEvent,
@@ -36,7 +37,9 @@ use crate::{
             Instant,
             Output,
             RecvSlot,
+            RetransmitCause,
             TimerId,
+            TraceEvent,
             WorkQueue, //
         },
         memory::{
@@ -105,12 +108,14 @@ use kernel::{
             QpAttrCopy,
             QpType as IbQpType, //
         },
+        trace,
     },
     sync::{
         rcu,
         SpinLockIrq, //
     },
 };
+use zerocopy::FromBytes;
 
 /// Send WQEs the transport keeps outstanding at once; the rest wait in the ring.
 pub(crate) const SQ_WINDOW: usize = 32;
@@ -914,6 +919,17 @@ impl Output for Io<'_> {
         let Some(bytes) = self.tx.get_mut(..len) else {
             return;
         };
+        // Plain loads: the event's static branch skips them while it is off.
+        if let Ok((bth, _)) = Bth::ref_from_prefix(bytes) {
+            trace::xmit(&trace::PacketFields {
+                dev: self.env.shared.dev_index,
+                qpn: self.env.shared.number(),
+                dest_qpn: bth.dest_qpn(),
+                opcode: bth.opcode_raw(),
+                psn: bth.psn().get(),
+                len: len as u32,
+            });
+        }
         if let Some(b) = &mut self.budget {
             *b = b.saturating_sub(1);
         }
@@ -988,6 +1004,7 @@ impl Output for Io<'_> {
             network_hdr_type,
             ..Default::default()
         };
+        trace::complete(shared.dev_index, &wc, c.queue == WorkQueue::Recv);
         let posted = match c.queue {
             WorkQueue::Send => shared.send_cq().post(&wc, shared.handle(), false),
             WorkQueue::Recv => {
@@ -1090,5 +1107,25 @@ impl Output for Io<'_> {
             _ => return,
         };
         self.env.counters.inc(c);
+    }
+
+    fn trace(&mut self, event: TraceEvent) {
+        let (dev, qpn) = (self.env.shared.dev_index, self.env.shared.number());
+        match event {
+            TraceEvent::Retransmit { psn, cause } => {
+                let cause = match cause {
+                    RetransmitCause::Nak => trace::RetransmitCause::Nak,
+                    RetransmitCause::Timeout => trace::RetransmitCause::Timeout,
+                    RetransmitCause::TailProbe => trace::RetransmitCause::TailProbe,
+                };
+                trace::retransmit(dev, qpn, psn.get(), cause)
+            }
+            TraceEvent::RnrNakSent { psn, timer } => {
+                trace::rnr_nak(dev, qpn, psn.get(), timer.code(), true)
+            }
+            TraceEvent::RnrNakReceived { psn, timer } => {
+                trace::rnr_nak(dev, qpn, psn.get(), timer.code(), false)
+            }
+        }
     }
 }

@@ -43,7 +43,9 @@ use super::io::{
     Counter,
     Instant,
     Output,
+    RetransmitCause,
     TimerId,
+    TraceEvent,
     WcStatus, //
 };
 use super::memory::{
@@ -217,6 +219,12 @@ impl<const N: usize> Requester<N> {
             } else {
                 self.comp_psn
             };
+            let cause = if timeout {
+                RetransmitCause::Timeout
+            } else {
+                RetransmitCause::Nak
+            };
+            out.trace(TraceEvent::Retransmit { psn: from, cause });
             let resume = self.send_position();
             self.rewind(from);
             self.resend = until.map(|u| (u, resume));
@@ -256,6 +264,10 @@ impl<const N: usize> Requester<N> {
             return false;
         }
         out.count(Counter::TailProbe);
+        out.trace(TraceEvent::Retransmit {
+            psn: last,
+            cause: RetransmitCause::TailProbe,
+        });
         self.rewind(last);
         self.retrans_deadline = Some(deadline);
         out.arm(TimerId::Retransmit, deadline);
@@ -343,6 +355,7 @@ impl<const N: usize> Requester<N> {
             }
             Syndrome::RnrNak(timer) => {
                 out.count(Counter::RnrNakReceived);
+                out.trace(TraceEvent::RnrNakReceived { psn, timer });
                 if self.rnr_wait.is_some() {
                     return;
                 }

@@ -22,6 +22,7 @@ use super::psn::{
     Psn, //
 };
 use super::responder::GRH_LEN;
+use super::timer::RnrTimer;
 
 /// A point in monotonic time, in nanoseconds from an arbitrary origin.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -207,6 +208,44 @@ pub enum Counter {
     Progress,
 }
 
+/// An event worth tracing, with what the counters do not say (see [`Output::trace`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TraceEvent {
+    /// The requester goes back to send again from `psn`.
+    Retransmit {
+        /// The first PSN sent again.
+        psn: Psn,
+        /// Why.
+        cause: RetransmitCause,
+    },
+    /// The responder answers the request at `psn` with an RNR NAK carrying `timer`.
+    RnrNakSent {
+        /// The request's PSN.
+        psn: Psn,
+        /// The RNR timer the NAK carries.
+        timer: RnrTimer,
+    },
+    /// The requester received an RNR NAK for `psn` carrying `timer`.
+    RnrNakReceived {
+        /// The NAK's PSN.
+        psn: Psn,
+        /// The RNR timer the NAK carries.
+        timer: RnrTimer,
+    },
+}
+
+/// Why a requester sends again what it sent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RetransmitCause {
+    /// A NAK or an implied NAK: a transport retry ([`Counter::Retry`]).
+    Nak,
+    /// The local ACK timeout expired: a transport retry ([`Counter::Retry`]).
+    Timeout,
+    /// Nothing was acknowledged for a while: the last packet again, before the timeout and
+    /// without a retry ([`Counter::TailProbe`]).
+    TailProbe,
+}
+
 /// A receive WQE handed to the responder.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct RecvSlot {
@@ -273,6 +312,11 @@ pub trait Output {
     /// Counts an event; the default does nothing.
     fn count(&mut self, counter: Counter) {
         let _ = counter;
+    }
+
+    /// Reports an event to tracing; the default does nothing.
+    fn trace(&mut self, event: TraceEvent) {
+        let _ = event;
     }
 }
 

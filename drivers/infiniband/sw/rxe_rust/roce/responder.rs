@@ -30,6 +30,7 @@ use super::io::{
     Outgoing,
     Output,
     RecvSlot,
+    TraceEvent,
     TxError,
     WcOpcode,
     WcStatus,
@@ -340,6 +341,10 @@ impl<const R: usize> Responder<R> {
                     self.msg = None;
                 }
                 out.count(Counter::RnrNakSent);
+                out.trace(TraceEvent::RnrNakSent {
+                    psn,
+                    timer: self.min_rnr_timer,
+                });
                 self.nak_sent = true;
                 self.flush_ack(out);
                 self.send_ack(out, Syndrome::RnrNak(self.min_rnr_timer), psn, self.msn);

@@ -1,0 +1,265 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0
+"""The driver's tracepoints (events/rxe_rust in tracefs) on real traffic.
+
+Two network namespaces joined by a veth pair, an rdma_rxe_rust device on
+each side (the setup of rxe_rust_drops.py), every rxe_rust event enabled:
+- malformed and unwanted datagrams sent to A each give one rxe_rust_drop
+  event on A with the reason (truncated, icrc, malformed, no_qp) and, when
+  it could be read, the destination QP number;
+- ibv_rc_pingpong -c across: every SEND that B's rxe_rust_xmit reports
+  reaches A's rxe_rust_recv with the same PSN and A's QP number, A reports
+  one successful receive completion (rxe_rust_complete) per message with
+  the message's length, and the SENDs' PSNs are consecutive;
+- the same over a lossy wire (netem on B's side): rxe_rust_retransmit
+  events, those of the transport retries (cause nak or timeout) as many as
+  the completer_retry_err counters moved, the rest tail probes;
+- a SEND to a queue pair of A with no receive buffer yet (two QPs of A,
+  loopback): A's rxe_rust_rnr_nak events, sent and received, match the
+  send_rnr_err and rcvd_rnr_err counters and name the SEND's PSN.
+
+The C driver has no tracepoints: this test runs against rdma_rxe_rust only.
+
+Usage: rxe_rust_trace.py [--rnr DEV GID_INDEX]  (--rnr: the RNR traffic,
+run in A's namespace)
+"""
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import rxe_rust_drops as net  # noqa: E402
+from rxe_rust_ktap import Results  # noqa: E402
+
+DRV = net.DRV
+EVENTS = "events/rxe_rust/enable"
+MSG = 1000
+ITERS = 20
+RES = Results()
+EVENT_RE = re.compile(r"\s(rxe_rust_\w+): (.*)$")
+
+
+def events():
+    """The rxe_rust events in the trace buffer: a list of (name, fields)."""
+    out = []
+    for line in net.trace_read().splitlines():
+        m = EVENT_RE.search(line)
+        if m:
+            out.append((m.group(1), dict(re.findall(r"(\w+)=(\S+)",
+                                                    m.group(2)))))
+    return out
+
+
+def dev_index(ns, dev):
+    r = net.run("ip", "netns", "exec", ns, "rdma", "-j", "dev", "show", dev)
+    try:
+        return str(json.loads(r.stdout)[0]["ifindex"])
+    except (ValueError, LookupError):
+        return None
+
+
+def counters(dev):
+    return {n: net.counter(dev, n) for n in
+            ("completer_retry_err", "send_rnr_err", "rcvd_rnr_err")}
+
+
+def drops(idx_a):
+    cases = [
+        ("short", "truncated", None),
+        ("icrc", "icrc", None),
+        ("opcode", "malformed", None),
+        ("noqp", "no_qp", str(net.NO_QPN)),
+    ]
+    for case, reason, qpn in cases:
+        net.trace_write("trace", "")
+        r = net.run("ip", "netns", "exec", net.NS_B, sys.executable,
+                    os.path.abspath(net.__file__), "--send", case,
+                    str(net.COUNT))
+        time.sleep(1)
+        ev = [f for n, f in events() if n == "rxe_rust_drop"]
+        ours = [f for f in ev if f.get("dev") == idx_a and
+                f.get("reason") == reason and
+                (qpn is None or f.get("qpn") == qpn)]
+        RES.check(f"{DRV}: {net.COUNT} datagrams ({case}) give as many "
+                  f"rxe_rust_drop events with reason={reason}",
+                  r.returncode == 0 and len(ours) == net.COUNT == len(ev),
+                  f"sender: {r.returncode} {r.stderr.strip()}; {len(ours)} "
+                  f"of {len(ev)} drop events match; e.g. {ev[:1]}")
+
+
+def pingpong(iters):
+    """ibv_rc_pingpong -c from B to A, MSG bytes; returns (ok, output)."""
+    ga = net.gid_index(net.DEV_A, net.IP_A)
+    gb = net.gid_index(net.DEV_B, net.IP_B)
+    if ga is None or gb is None:
+        return False, f"no RoCE v2 GID: {ga} {gb}"
+    args = ["-c", "-n", str(iters), "-s", str(MSG), "-p", "18701"]
+    srv = subprocess.Popen(
+        ["ip", "netns", "exec", net.NS_A, "timeout", "120", "ibv_rc_pingpong",
+         "-d", net.DEV_A, "-g", str(ga)] + args,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    time.sleep(2)
+    cli = net.run("ip", "netns", "exec", net.NS_B, "timeout", "120",
+                  "ibv_rc_pingpong", "-d", net.DEV_B, "-g", str(gb), *args,
+                  net.IP_A)
+    out, _ = srv.communicate(timeout=150)
+    ok = cli.returncode == 0 and srv.returncode == 0
+    return ok, (cli.stdout + cli.stderr + out).strip().replace("\n", " | ")
+
+
+def traffic(idx_a, idx_b):
+    net.trace_write("trace", "")
+    ok, out = pingpong(ITERS)
+    RES.check(f"{DRV}: ibv_rc_pingpong -c -s {MSG} across with tracing on",
+              ok, out)
+    ev = events()
+    sent = [f for n, f in ev if n == "rxe_rust_xmit" and
+            f.get("dev") == idx_b and f.get("opcode") == "RC_SEND_ONLY"]
+    recvd = [f for n, f in ev if n == "rxe_rust_recv" and
+             f.get("dev") == idx_a and f.get("opcode") == "RC_SEND_ONLY"]
+    psns = sorted({int(f["psn"]) for f in sent})
+    a_qpns = {f["qpn"] for f in recvd}
+    RES.check(f"{DRV}: B's rxe_rust_xmit reports {ITERS} SENDs of "
+              f"{MSG} bytes with consecutive PSNs",
+              len(psns) == ITERS and psns == list(range(psns[0], psns[-1] + 1))
+              and
+              all(f["len"] == str(12 + MSG + 4) for f in sent),
+              f"{len(sent)} events, PSNs {psns}; e.g. {sent[:1]}")
+    RES.check(f"{DRV}: A's rxe_rust_recv reports each of them, for the QP "
+              f"they were sent to",
+              {int(f["psn"]) for f in recvd} == set(psns) and
+              len(a_qpns) == 1 and
+              {f["dest_qpn"] for f in sent} == a_qpns,
+              f"recv PSNs {sorted({int(f['psn']) for f in recvd})}, "
+              f"A's QPs {a_qpns}, sent to {({f['dest_qpn'] for f in sent})}")
+    done = [f for n, f in ev if n == "rxe_rust_complete" and
+            f.get("dev") == idx_a and f.get("recv") == "1"]
+    good = [f for f in done if f.get("status") == "SUCCESS" and
+            f.get("byte_len") == str(MSG) and f.get("qpn") in a_qpns]
+    RES.check(f"{DRV}: A's rxe_rust_complete reports {ITERS} successful "
+              f"receives of {MSG} bytes",
+              len(good) == len(done) == ITERS,
+              f"{len(good)} of {len(done)}; e.g. {done[:1]}")
+
+
+def lossy(idx_a, idx_b):
+    before = (counters(net.DEV_A), counters(net.DEV_B))
+    net.trace_write("trace", "")
+    r = net.run("ip", "netns", "exec", net.NS_B, "tc", "qdisc", "add", "dev",
+                net.VETH_B, "root", "netem", "loss", "20%")
+    try:
+        ok, out = pingpong(30)
+    finally:
+        net.run("ip", "netns", "exec", net.NS_B, "tc", "qdisc", "del", "dev",
+                net.VETH_B, "root")
+    after = (counters(net.DEV_A), counters(net.DEV_B))
+    moved = sum(a["completer_retry_err"] - b["completer_retry_err"]
+                for a, b in zip(after, before))
+    ev = [f for n, f in events() if n == "rxe_rust_retransmit" and
+          f.get("dev") in (idx_a, idx_b)]
+    retries = [f for f in ev if f.get("cause") in ("nak", "timeout")]
+    probes = [f for f in ev if f.get("cause") == "tail_probe"]
+    RES.check(f"{DRV}: ibv_rc_pingpong -c across 20% loss", r.returncode == 0
+              and ok, f"netem: {r.stderr.strip()}; {out}")
+    RES.check(f"{DRV}: rxe_rust_retransmit reports retransmissions, the "
+              f"retries among them as many as counted (completer_retry_err)",
+              len(ev) >= 1 and len(retries) == moved and
+              len(retries) + len(probes) == len(ev),
+              f"{len(retries)} retries (counters moved by {moved}), "
+              f"{len(probes)} tail probes, {len(ev)} events; e.g. {ev[:2]}")
+
+
+def rnr(idx_a):
+    before = counters(net.DEV_A)
+    net.trace_write("trace", "")
+    ga = net.gid_index(net.DEV_A, net.IP_A)
+    r = net.run("ip", "netns", "exec", net.NS_A, sys.executable,
+                os.path.abspath(__file__), "--rnr", net.DEV_A, str(ga),
+                timeout=120)
+    after = counters(net.DEV_A)
+    RES.check(f"{DRV}: a SEND before the receive buffer completes after the "
+              f"RNR retry", r.returncode == 0,
+              (r.stdout + r.stderr).strip().replace("\n", " | "))
+    try:
+        psn = str(json.loads(r.stdout)["psn"])
+    except ValueError:
+        psn = None
+    ev = [f for n, f in events() if n == "rxe_rust_rnr_nak" and
+          f.get("dev") == idx_a]
+    sent = [f for f in ev if f.get("sent") == "1"]
+    rcvd = [f for f in ev if f.get("sent") == "0"]
+    ds = after["send_rnr_err"] - before["send_rnr_err"]
+    dr = after["rcvd_rnr_err"] - before["rcvd_rnr_err"]
+    RES.check(f"{DRV}: rxe_rust_rnr_nak reports each RNR NAK sent and "
+              f"received, as counted, for the SEND's PSN",
+              len(sent) == ds >= 1 and len(rcvd) == dr >= 1 and
+              all(f.get("psn") == psn and f.get("timer") == "12"
+                  for f in ev),
+              f"sent {len(sent)} (send_rnr_err +{ds}), received {len(rcvd)} "
+              f"(rcvd_rnr_err +{dr}), PSN {psn}; e.g. {ev[:1]}")
+
+
+def rnr_traffic(dev, gid_index):
+    """Two QPs of dev: a SEND before the receive; prints its PSN as JSON."""
+    import rxe_rust_traffic as t
+    from pyverbs.device import Context
+    from pyverbs.wr import SGE, RecvWR
+    t.GID_INDEX = gid_index
+    p = t.Pair(Context(name=dev))
+    p.connect(p.a, p.b.qp_num)
+    p.connect(p.b, p.a.qp_num)
+    src, dst = p.mr(4096), p.mr(4096)
+    src.write(b"x" * 64, 64)
+    p.a.post_send(t.send_wr(src, 64, wr_id=11))
+    time.sleep(0.3)
+    p.b.post_recv(RecvWR(wr_id=22, num_sge=1,
+                         sg=[SGE(dst.buf, 4096, dst.lkey)]))
+    wcs = t.poll(p.cq, 2)
+    st = sorted((w.wr_id, w.status) for w in wcs)
+    if st != [(11, 0), (22, 0)]:
+        print(f"completions {st}", file=sys.stderr)
+        return 1
+    # Both QPs start at PSN 0 (Pair.connect): the SEND is the first request.
+    print(json.dumps({"psn": 0}))
+    return 0
+
+
+def main():
+    if len(sys.argv) == 4 and sys.argv[1] == "--rnr":
+        return rnr_traffic(sys.argv[2], int(sys.argv[3]))
+    net.teardown()
+    err = net.setup()
+    if not err:
+        event = os.path.join(net.TRACING, EVENTS)
+        if not os.path.exists(event):
+            net.run("mount", "-t", "tracefs", "nodev", net.TRACING)
+        if not os.path.exists(event):
+            err = f"no {event}: tracefs or the rxe_rust events missing"
+    RES.check(f"{DRV}: set up the veth, both devices and tracefs with the "
+              f"rxe_rust events", not err, err)
+    if err:
+        net.teardown()
+        return RES.report()
+    idx_a = dev_index(net.NS_A, net.DEV_A)
+    idx_b = dev_index(net.NS_B, net.DEV_B)
+    net.trace_write(EVENTS, "1")
+    try:
+        drops(idx_a)
+        traffic(idx_a, idx_b)
+        lossy(idx_a, idx_b)
+        rnr(idx_a)
+    except Exception as ex:
+        RES.check(f"{DRV}: the scenario ran to its end", False, repr(ex))
+    finally:
+        net.trace_write(EVENTS, "0")
+        net.trace_write("trace", "")
+        net.teardown()
+    return RES.report()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
