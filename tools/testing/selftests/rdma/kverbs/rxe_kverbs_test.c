@@ -1193,8 +1193,12 @@ static void drain(struct kunit *test)
 	kv_destroy_qp(test, qp);
 }
 
-/* Moves @qp, in INIT, to RTS connected to @dest_qpn on this device. */
-static void kv_connect_self(struct kunit *test, struct ib_qp *qp, u32 dest_qpn)
+/*
+ * Moves @qp, in INIT, to RTS connected to @dest_qpn on this device, with
+ * local ACK timeout @timeout.
+ */
+static void kv_connect_self_timeout(struct kunit *test, struct ib_qp *qp,
+				    u32 dest_qpn, u8 timeout)
 {
 	struct ib_device *ibdev = kv_ctx(test)->dev;
 	struct ib_qp_attr attr = {};
@@ -1223,7 +1227,7 @@ static void kv_connect_self(struct kunit *test, struct ib_qp *qp, u32 dest_qpn)
 	memset(&attr, 0, sizeof(attr));
 	attr.qp_state = IB_QPS_RTS;
 	attr.sq_psn = 100;
-	attr.timeout = 14;
+	attr.timeout = timeout;
 	attr.retry_cnt = 7;
 	attr.rnr_retry = 7;
 	attr.max_rd_atomic = 1;
@@ -1231,6 +1235,73 @@ static void kv_connect_self(struct kunit *test, struct ib_qp *qp, u32 dest_qpn)
 					   IB_QP_SQ_PSN | IB_QP_TIMEOUT |
 					   IB_QP_RETRY_CNT | IB_QP_RNR_RETRY |
 					   IB_QP_MAX_QP_RD_ATOMIC), 0);
+}
+
+/* Moves @qp, in INIT, to RTS connected to @dest_qpn on this device. */
+static void kv_connect_self(struct kunit *test, struct ib_qp *qp, u32 dest_qpn)
+{
+	kv_connect_self_timeout(test, qp, dest_qpn, 14);
+}
+
+/*
+ * send_queue_full: posting past a full send queue fails with -ENOMEM, @bad
+ * at the first WR that did not fit, and nothing of it is queued. The QP
+ * sends to a QP number no QP has, with a local ACK timeout of seconds, so
+ * no slot frees while the test posts; the flush then completes exactly the
+ * WRs that fit, in order.
+ */
+static void send_queue_full(struct kunit *test)
+{
+	const struct ib_send_wr *bad;
+	struct ib_qp_init_attr init;
+	struct ib_send_wr *wr;
+	struct kv_buf *buf;
+	struct ib_sge sge;
+	struct ib_wc *wc;
+	struct ib_qp *qp;
+	struct ib_pd *pd;
+	struct ib_cq *cq;
+	int cap, i;
+
+	KV_NEED_OP(test, kv_ctx(test)->dev, post_send);
+	pd = kv_alloc_pd(test, 0);
+	cq = kv_alloc_cq(test, 64);
+	qp = kv_create_rc_qp(test, pd, cq, &init);
+	cap = init.cap.max_send_wr;
+	/* Bounds for the arrays below; rxe gives 15. */
+	KUNIT_ASSERT_GE(test, cap, 8);
+	KUNIT_ASSERT_LT(test, cap, cq->cqe);
+	buf = kv_alloc_buf(test, KV_BUF_LEN);
+	wr = kunit_kcalloc(test, cap + 2, sizeof(*wr), GFP_KERNEL);
+	wc = kunit_kcalloc(test, cap + 2, sizeof(*wc), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, wr);
+	KUNIT_ASSERT_NOT_NULL(test, wc);
+	sge.addr = buf->dma;
+	sge.length = 8;
+	sge.lkey = pd->local_dma_lkey;
+	for (i = 0; i < cap + 2; i++) {
+		wr[i].wr_id = i + 1;
+		wr[i].opcode = IB_WR_SEND;
+		wr[i].sg_list = &sge;
+		wr[i].num_sge = 1;
+		wr[i].next = i + 1 < cap + 2 ? &wr[i + 1] : NULL;
+	}
+
+	kv_to_init(test, qp);
+	/* Timeout 20: about 4 s per try, 8 tries. */
+	kv_connect_self_timeout(test, qp, 0xfffff0, 20);
+	bad = NULL;
+	KUNIT_EXPECT_EQ(test, ib_post_send(qp, wr, &bad), -ENOMEM);
+	KUNIT_EXPECT_PTR_EQ(test, bad, (const struct ib_send_wr *)&wr[cap]);
+	/* Still full. */
+	bad = NULL;
+	KUNIT_EXPECT_EQ(test, ib_post_send(qp, &wr[cap + 1], &bad), -ENOMEM);
+	KUNIT_EXPECT_PTR_EQ(test, bad, (const struct ib_send_wr *)&wr[cap + 1]);
+
+	KUNIT_ASSERT_EQ(test, kv_modify_state(qp, IB_QPS_ERR), 0);
+	KUNIT_ASSERT_EQ(test, kv_poll_wait(test, cq, wc, cap, NULL), cap);
+	kv_expect_flushed(test, wc, cap, qp, 1);
+	kv_destroy_qp(test, qp);
 }
 
 /* Posts @wr on @qp and waits for its one completion, which must succeed. */
@@ -1614,6 +1685,7 @@ static struct kunit_case rxe_kverbs_cases[] = {
 	KUNIT_CASE(cq_overrun),
 	KUNIT_CASE(srq_last_wqe),
 	KUNIT_CASE(post_send_flush),
+	KUNIT_CASE(send_queue_full),
 	KUNIT_CASE(drain),
 	KUNIT_CASE(rc_kernel_traffic),
 	KUNIT_CASE(frmr_kernel_traffic),
