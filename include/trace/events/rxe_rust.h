@@ -23,7 +23,7 @@
 #include <trace/misc/rdma.h>
 
 /* The opcodes of the transports the driver implements (IBTA 9.2). */
-#define rxe_rust_opcodes					\
+#define RXE_RUST_OPCODE_LIST					\
 	rxe_op(RC_SEND_FIRST)					\
 	rxe_op(RC_SEND_MIDDLE)					\
 	rxe_op(RC_SEND_LAST)					\
@@ -69,7 +69,7 @@
 #define rxe_op(x)	TRACE_DEFINE_ENUM(IB_OPCODE_##x);
 #define rxe_op_end(x)	TRACE_DEFINE_ENUM(IB_OPCODE_##x);
 
-rxe_rust_opcodes
+RXE_RUST_OPCODE_LIST
 
 #undef rxe_op
 #undef rxe_op_end
@@ -77,7 +77,25 @@ rxe_rust_opcodes
 #define rxe_op_end(x)	{ IB_OPCODE_##x, #x }
 
 #define rxe_rust_show_opcode(x) \
-	__print_symbolic(x, rxe_rust_opcodes)
+	__print_symbolic(x, RXE_RUST_OPCODE_LIST)
+
+/* Why a requester sends again what it sent (the Rust side uses these). */
+#ifndef _TRACE_RXE_RUST_ENUMS
+#define _TRACE_RXE_RUST_ENUMS
+enum rxe_rust_retransmit_cause {
+	RXE_RUST_RETRANSMIT_NAK,	/* a NAK: a transport retry */
+	RXE_RUST_RETRANSMIT_TIMEOUT,	/* the local ACK timeout: a retry */
+	RXE_RUST_RETRANSMIT_REORDER,	/* an implied NAK's window: a retry */
+	RXE_RUST_RETRANSMIT_TAIL_PROBE,	/* the last packet, before the timeout */
+	RXE_RUST_RETRANSMIT_RNR,	/* the request an RNR NAK refused */
+};
+#endif
+
+TRACE_DEFINE_ENUM(RXE_RUST_RETRANSMIT_NAK);
+TRACE_DEFINE_ENUM(RXE_RUST_RETRANSMIT_TIMEOUT);
+TRACE_DEFINE_ENUM(RXE_RUST_RETRANSMIT_REORDER);
+TRACE_DEFINE_ENUM(RXE_RUST_RETRANSMIT_TAIL_PROBE);
+TRACE_DEFINE_ENUM(RXE_RUST_RETRANSMIT_RNR);
 
 DECLARE_EVENT_CLASS(rxe_rust_packet_class,
 	TP_PROTO(u32 dev, u32 qpn, u32 dest_qpn, u8 opcode, u32 psn, u32 len),
@@ -118,8 +136,9 @@ DEFINE_EVENT(rxe_rust_packet_class, rxe_rust_recv,
 	TP_ARGS(dev, qpn, dest_qpn, opcode, psn, len));
 
 /*
- * A received packet was dropped; qpn is its destination, or 0xffffff when
- * it had none that could be read.
+ * A received packet was dropped before its queue pair's transport took it,
+ * for reason; qpn is its destination QP, 0xffffff (the multicast QPN) when
+ * none was read.
  */
 TRACE_EVENT(rxe_rust_drop,
 	TP_PROTO(u32 dev, u32 qpn, const char *reason),
@@ -139,10 +158,11 @@ TRACE_EVENT(rxe_rust_drop,
 );
 
 /*
- * A requester went back to send again from psn: after a NAK or an implied
- * NAK, after its local ACK timeout (both transport retries, counted in
- * completer_retry_err), or as a tail probe (the last packet again, before
- * the timeout, when nothing was acknowledged for a while).
+ * A requester went back to send again from psn. Transport retries (counted
+ * in completer_retry_err) follow a NAK, the local ACK timeout or the end of
+ * an implied NAK's reorder window; a tail probe sends the last packet again
+ * before the timeout when nothing was acknowledged for a while; after an
+ * RNR NAK's timer the refused request goes again.
  */
 TRACE_EVENT(rxe_rust_retransmit,
 	TP_PROTO(u32 dev, u32 qpn, u32 psn, u8 cause),
@@ -161,8 +181,12 @@ TRACE_EVENT(rxe_rust_retransmit,
 	),
 	TP_printk("dev=%u qpn=%u psn=%u cause=%s",
 		  __entry->dev, __entry->qpn, __entry->psn,
-		  __print_symbolic(__entry->cause, { 0, "nak" },
-				   { 1, "timeout" }, { 2, "tail_probe" }))
+		  __print_symbolic(__entry->cause,
+				   { RXE_RUST_RETRANSMIT_NAK, "nak" },
+				   { RXE_RUST_RETRANSMIT_TIMEOUT, "timeout" },
+				   { RXE_RUST_RETRANSMIT_REORDER, "reorder" },
+				   { RXE_RUST_RETRANSMIT_TAIL_PROBE, "tail_probe" },
+				   { RXE_RUST_RETRANSMIT_RNR, "rnr" }))
 );
 
 /*

@@ -5,14 +5,19 @@
 //! C header: [`include/trace/events/rxe_rust.h`](srctree/include/trace/events/rxe_rust.h).
 //!
 //! The events (`TRACE_SYSTEM rxe_rust`) are created in the driver module
-//! (`drivers/infiniband/sw/rxe_rust/rxe_rust_trace.c`), not in the kernel: these functions are
-//! inlined into their caller and resolve against that module's tracepoints when it is linked, so
-//! only that module can call them. Each costs a static branch while its event is off.
+//! (`drivers/infiniband/sw/rxe_rust/rxe_rust_trace.c`), as `rust_binder` creates its own; they
+//! live here rather than in the driver so that the driver has no `unsafe`. These functions are
+//! inlined into their caller (a private copy in each crate that calls them, none in this one)
+//! and resolve against the module's tracepoints when it is linked: only that module can call
+//! them; any other caller gets a link error. Each costs a static branch while its event is off.
 
-// `declare_trace!` passes its arguments into an unsafe block; here they are plain values.
+// `declare_trace!`'s metavariables in its unsafe block are the identifiers of the generated
+// function's own parameters, plain values here. `allow`, not `expect`: without
+// `CONFIG_TRACEPOINTS` the block, and the lint, are gone.
 #![allow(clippy::macro_metavars_in_unsafe)]
 
 use crate::{
+    bindings,
     ffi::c_char,
     rdma::cq::WorkCompletion,
     str::{
@@ -25,11 +30,11 @@ use crate::{
 declare_trace! {
     /// # Safety
     ///
-    /// Always safe to call: the event takes plain values.
+    /// No requirements: the event takes plain values.
     unsafe fn rxe_rust_xmit(dev: u32, qpn: u32, dest_qpn: u32, opcode: u8, psn: u32, len: u32);
     /// # Safety
     ///
-    /// Always safe to call: the event takes plain values.
+    /// No requirements: the event takes plain values.
     unsafe fn rxe_rust_recv(dev: u32, qpn: u32, dest_qpn: u32, opcode: u8, psn: u32, len: u32);
     /// # Safety
     ///
@@ -37,15 +42,15 @@ declare_trace! {
     unsafe fn rxe_rust_drop(dev: u32, qpn: u32, reason: *const c_char);
     /// # Safety
     ///
-    /// Always safe to call: the event takes plain values.
+    /// No requirements: the event takes plain values.
     unsafe fn rxe_rust_retransmit(dev: u32, qpn: u32, psn: u32, cause: u8);
     /// # Safety
     ///
-    /// Always safe to call: the event takes plain values.
+    /// No requirements: the event takes plain values.
     unsafe fn rxe_rust_rnr_nak(dev: u32, qpn: u32, psn: u32, timer: u8, sent: bool);
     /// # Safety
     ///
-    /// Always safe to call: the event takes plain values.
+    /// No requirements: the event takes plain values.
     unsafe fn rxe_rust_complete(
         dev: u32,
         qpn: u32,
@@ -57,7 +62,7 @@ declare_trace! {
     );
 }
 
-/// The fields of a packet's base transport header (BTH) that the packet events report.
+/// What the packet events report of a packet: its device, queue pair, BTH fields and length.
 #[derive(Clone, Copy, Debug)]
 pub struct PacketFields {
     /// The device's index ([`super::device::Device::index`]).
@@ -77,41 +82,45 @@ pub struct PacketFields {
 /// Reports a packet that left a queue pair (`rxe_rust:rxe_rust_xmit`).
 #[inline(always)]
 pub fn xmit(p: &PacketFields) {
-    // SAFETY: The event takes plain values.
+    // SAFETY: No requirements (see the event's `# Safety`).
     unsafe { rxe_rust_xmit(p.dev, p.qpn, p.dest_qpn, p.opcode, p.psn, p.len) }
 }
 
 /// Reports a packet that reached its queue pair's transport (`rxe_rust:rxe_rust_recv`).
 #[inline(always)]
 pub fn recv(p: &PacketFields) {
-    // SAFETY: The event takes plain values.
+    // SAFETY: No requirements (see the event's `# Safety`).
     unsafe { rxe_rust_recv(p.dev, p.qpn, p.dest_qpn, p.opcode, p.psn, p.len) }
 }
 
-/// Reports a received packet dropped for `reason` (`rxe_rust:rxe_rust_drop`); `qpn` is its
-/// destination, `0xffffff` if it had none that could be read.
+/// Reports a received packet dropped for `reason` before its queue pair's transport took it
+/// (`rxe_rust:rxe_rust_drop`); `qpn` is its destination, `0xffffff` if none was read.
 #[inline(always)]
-pub fn drop(dev: u32, qpn: u32, reason: &CStr) {
-    // SAFETY: `reason` is NUL-terminated and outlives the call.
+pub fn rx_drop(dev: u32, qpn: u32, reason: &CStr) {
+    // SAFETY: `reason` is NUL-terminated and outlives the call, which copies it.
     unsafe { rxe_rust_drop(dev, qpn, reason.as_char_ptr()) }
 }
 
-/// Why a requester sends again what it sent, as `rxe_rust_retransmit` reports it.
+/// Why a requester sends again what it sent (`enum rxe_rust_retransmit_cause`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u8)]
 pub enum RetransmitCause {
-    /// A NAK or an implied NAK.
-    Nak = 0,
-    /// The local ACK timeout expired.
-    Timeout = 1,
+    /// A NAK: a transport retry.
+    Nak = bindings::rxe_rust_retransmit_cause_RXE_RUST_RETRANSMIT_NAK as u8,
+    /// The local ACK timeout expired: a transport retry.
+    Timeout = bindings::rxe_rust_retransmit_cause_RXE_RUST_RETRANSMIT_TIMEOUT as u8,
+    /// The reorder window after an implied NAK ended: a transport retry of the gaps.
+    Reorder = bindings::rxe_rust_retransmit_cause_RXE_RUST_RETRANSMIT_REORDER as u8,
     /// Nothing was acknowledged for a while: the last packet again, before the timeout.
-    TailProbe = 2,
+    TailProbe = bindings::rxe_rust_retransmit_cause_RXE_RUST_RETRANSMIT_TAIL_PROBE as u8,
+    /// The RNR timer expired: the request an RNR NAK refused.
+    Rnr = bindings::rxe_rust_retransmit_cause_RXE_RUST_RETRANSMIT_RNR as u8,
 }
 
 /// Reports a requester going back to send again from `psn` (`rxe_rust:rxe_rust_retransmit`).
 #[inline(always)]
 pub fn retransmit(dev: u32, qpn: u32, psn: u32, cause: RetransmitCause) {
-    // SAFETY: The event takes plain values.
+    // SAFETY: No requirements (see the event's `# Safety`).
     unsafe { rxe_rust_retransmit(dev, qpn, psn, cause as u8) }
 }
 
@@ -119,7 +128,7 @@ pub fn retransmit(dev: u32, qpn: u32, psn: u32, cause: RetransmitCause) {
 /// (`rxe_rust:rxe_rust_rnr_nak`): sent by a responder if `sent`, else received by a requester.
 #[inline(always)]
 pub fn rnr_nak(dev: u32, qpn: u32, psn: u32, timer: u8, sent: bool) {
-    // SAFETY: The event takes plain values.
+    // SAFETY: No requirements (see the event's `# Safety`).
     unsafe { rxe_rust_rnr_nak(dev, qpn, psn, timer, sent) }
 }
 
@@ -127,7 +136,7 @@ pub fn rnr_nak(dev: u32, qpn: u32, psn: u32, timer: u8, sent: bool) {
 /// (`rxe_rust:rxe_rust_complete`).
 #[inline(always)]
 pub fn complete(dev: u32, wc: &WorkCompletion, recv: bool) {
-    // SAFETY: The event takes plain values.
+    // SAFETY: No requirements (see the event's `# Safety`).
     unsafe {
         rxe_rust_complete(
             dev,

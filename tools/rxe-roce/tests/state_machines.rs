@@ -988,6 +988,11 @@ fn rnr_nak_waits_the_timer_then_retries() {
         assert_eq!(a.io.timers[&TimerId::RnrRetry], t0 + 40_000);
         assert!(!a.io.timers.contains_key(&TimerId::Retransmit));
         a.fire(TimerId::RnrRetry);
+        let traced = TraceEvent::Retransmit {
+            psn,
+            cause: RetransmitCause::Rnr,
+        };
+        assert_eq!(a.io.traces.last(), Some(&traced), "round {round}");
     }
     b.post_recv(0);
     b.deliver(&a.take_sent());

@@ -274,7 +274,7 @@ impl Engine {
     /// Called with the sender's transport locked: its packets are queued in the order it sent
     /// them, before any later run of the sender can queue more (a receiver run nested in
     /// another context may let it send again).
-    fn queue_local(&self, out: KVec<Packet>, to: &mut Receivers) {
+    fn queue_local(&self, from: &QpShared, out: KVec<Packet>, to: &mut Receivers) {
         if out.is_empty() {
             // Packets to the wire, the usual case, left nothing here.
             drop_unallocated(out);
@@ -290,10 +290,17 @@ impl Engine {
                 to.note(qp);
                 Ok(())
             });
-            if queued.is_err() {
+            if let Err((e, _)) = queued {
                 // A queue pair that is gone, or one that cannot keep up: lost as on a
                 // congested link (the requester retries), but counted.
                 self.counters.inc(crate::stats::Counter::SendErr);
+                let why = match e {
+                    e if e == ENOENT => c"no_qp",
+                    e if e == ESRCH => c"qp_gone",
+                    e if e == ENOBUFS => c"busy",
+                    _ => c"no_memory",
+                };
+                trace::rx_drop(from.dev_index, qpn, why);
             }
         }
     }
@@ -309,7 +316,7 @@ impl Engine {
         let (mut tx, mut out) = (KVec::new(), KVec::new());
         with_io(t, &env, &mut tx, &mut out, |roce, _mem, io| roce.fail(io));
         let mut receivers = Receivers::default();
-        self.queue_local(out, &mut receivers);
+        self.queue_local(qp, out, &mut receivers);
         drop(guard);
         receivers.run(Context::Nested);
     }
@@ -932,6 +939,7 @@ impl QpShared {
         // Reset or going: what waited is dropped, as by a port that is down.
         let Some(t) = transport.as_mut() else {
             for pkt in packets.drain_all() {
+                self.trace_drop(c"purge");
                 pkt.drop_with(SkbDropReason::QueuePurge);
             }
             drop_unallocated(core::mem::replace(&mut end.batch, packets));
@@ -968,9 +976,11 @@ impl QpShared {
             // Not in a state to receive (INIT, or ERR): as C's `check_type_state`. Early
             // requests held before go too, or their deadline would keep setting the timer.
             for pkt in Iterator::chain(backlog.drain_all(), packets.drain_all()) {
+                self.trace_drop(c"qp_state");
                 pkt.drop_with(SkbDropReason::NotSpecified);
             }
             while let Some(pkt) = t.take_first_early() {
+                self.trace_drop(c"qp_state");
                 pkt.drop_with(SkbDropReason::NotSpecified);
             }
         }
@@ -998,7 +1008,7 @@ impl QpShared {
             end.held_requests = true;
         }
         engine.note_timers(self, t);
-        engine.queue_local(out, &mut end.receivers);
+        engine.queue_local(self, out, &mut end.receivers);
         // The vector left in its place was never allocated: its drop would still call the
         // allocator.
         drop_unallocated(core::mem::replace(&mut t.tx, tx));
@@ -1029,7 +1039,9 @@ impl QpShared {
                 && !t.replaces_response(pkt.bytes())
             {
                 // On no memory the packet is freed as dropped: the requester retries.
-                let _ = t.backlog.push(pkt, GFP_ATOMIC);
+                if t.backlog.push(pkt, GFP_ATOMIC).is_err() {
+                    self.trace_drop(c"no_memory");
+                }
                 return failed;
             }
             if hold {
@@ -1125,7 +1137,13 @@ impl QpShared {
         self.run.flush();
         let packets = core::mem::take(&mut self.inbox.lock().packets);
         for pkt in packets {
+            self.trace_drop(c"purge");
             pkt.drop_with(SkbDropReason::QueuePurge);
         }
+    }
+
+    /// Reports a packet that came for this queue pair as dropped for `reason`.
+    fn trace_drop(&self, reason: &CStr) {
+        trace::rx_drop(self.dev_index, self.number(), reason);
     }
 }

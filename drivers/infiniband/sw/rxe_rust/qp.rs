@@ -107,6 +107,7 @@ use kernel::{
             Qp,
             QpOps, //
         },
+        trace,
         ucontext::UContext,
         udata::UData,
         wr::{
@@ -324,7 +325,7 @@ impl QpShared {
             status: WcStatus::LocQpOpErr,
             ..self.flushed(wr_id)
         };
-        let _ = self.send_cq.post(&wc, &self.handle, false);
+        let _ = self.post_completion(&wc, false, false);
         self.release_sq(self.next_sq_index(index));
     }
 
@@ -380,14 +381,17 @@ impl QpShared {
         self.qpn.load(Relaxed)
     }
 
-    /// Returns the send completion queue.
-    pub(crate) fn send_cq(&self) -> &CqCore {
-        &self.send_cq
-    }
-
-    /// Returns the receive completion queue.
-    pub(crate) fn recv_cq(&self) -> &CqCore {
-        &self.recv_cq
+    /// Posts `wc` to the completion queue of the send queue, or of the receive queue if
+    /// `recv`, and traces it; fails as [`CqCore::post`].
+    pub(crate) fn post_completion(
+        &self,
+        wc: &WorkCompletion,
+        recv: bool,
+        solicited: bool,
+    ) -> Result {
+        trace::complete(self.dev_index, wc, recv);
+        let cq = if recv { &self.recv_cq } else { &self.send_cq };
+        cq.post(wc, &self.handle, solicited)
     }
 
     /// Returns the handle events go through.
@@ -557,9 +561,7 @@ impl QpShared {
         }
         this.check_send(wr)?;
         if state == QpState::Err {
-            return this
-                .send_cq
-                .post(&this.flushed(wr.wr_id), &this.handle, false);
+            return this.post_completion(&this.flushed(wr.wr_id), false, false);
         }
         let mut sges = [Sge::new(0, 0, 0); param::MAX_SGE as usize];
         let mut inline = [0u8; param::MAX_INLINE_DATA as usize];
@@ -616,7 +618,7 @@ impl QpShared {
             }
             if complete {
                 let wc = self.flushed(recv_wqe_id(&b).unwrap_or(0));
-                complete = self.recv_cq.post(&wc, &self.handle, false).is_ok();
+                complete = self.post_completion(&wc, true, false).is_ok();
             }
         }
         let mut complete = true;
@@ -628,7 +630,7 @@ impl QpShared {
             if complete {
                 let (wr_id, _) = send_wqe_id(&b).unwrap_or((0, 0));
                 let wc = self.flushed(wr_id);
-                complete = self.send_cq.post(&wc, &self.handle, false).is_ok();
+                complete = self.post_completion(&wc, false, false).is_ok();
             }
         }
     }

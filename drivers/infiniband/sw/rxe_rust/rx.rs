@@ -40,8 +40,8 @@ use kernel::{
 };
 use zerocopy::FromBytes;
 
-/// The QP number a drop is traced with when the datagram's could not be read.
-const NO_QPN: u32 = 0xff_ffff;
+/// The QP number a drop is traced with when the datagram's was not read (the multicast QPN).
+const NO_QPN: u32 = Bth::MULTICAST_QPN;
 
 /// Why a received datagram was dropped.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -141,7 +141,7 @@ pub(crate) fn receive(dev: &Device<Rxe>, mut skb: SkBuff) -> Result<(), DropReas
     let dest = match check(dev, &mut skb) {
         Ok(dest) => dest,
         Err(why) => {
-            trace::drop(dev.index(), NO_QPN, why.name());
+            trace::rx_drop(dev.index(), NO_QPN, why.name());
             skb.drop_with_reason(why.skb_reason());
             return Err(why);
         }
@@ -151,7 +151,7 @@ pub(crate) fn receive(dev: &Device<Rxe>, mut skb: SkBuff) -> Result<(), DropReas
         Destination::Group(mgid) => mcast::members(dev, &mgid),
     };
     let Some((&last, others)) = members.as_ref().and_then(|m| m.qpns().split_last()) else {
-        trace::drop(dev.index(), Bth::MULTICAST_QPN, DropReason::NotOurs.name());
+        trace::rx_drop(dev.index(), Bth::MULTICAST_QPN, DropReason::NotOurs.name());
         skb.drop_with_reason(DropReason::NotOurs.skb_reason());
         return Err(DropReason::NotOurs);
     };
@@ -161,7 +161,7 @@ pub(crate) fn receive(dev: &Device<Rxe>, mut skb: SkBuff) -> Result<(), DropReas
         let delivered = match skb.try_clone(GFP_ATOMIC) {
             Ok(clone) => deliver(dev, qpn, clone),
             Err(_) => {
-                trace::drop(dev.index(), qpn, DropReason::NoMemory.name());
+                trace::rx_drop(dev.index(), qpn, DropReason::NoMemory.name());
                 Err(DropReason::NoMemory)
             }
         };
@@ -182,7 +182,7 @@ fn deliver(dev: &Device<Rxe>, qpn: u32, skb: SkBuff) -> Result<(), DropReason> {
                 e if e == ESRCH => DropReason::QpGone,
                 _ => DropReason::Busy,
             };
-            trace::drop(dev.index(), qpn, why.name());
+            trace::rx_drop(dev.index(), qpn, why.name());
             packet.drop_with(why.skb_reason());
             why
         })

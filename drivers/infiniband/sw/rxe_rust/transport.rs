@@ -108,7 +108,7 @@ use kernel::{
             QpAttrCopy,
             QpType as IbQpType, //
         },
-        trace,
+        trace, //
     },
     sync::{
         rcu,
@@ -919,17 +919,6 @@ impl Output for Io<'_> {
         let Some(bytes) = self.tx.get_mut(..len) else {
             return;
         };
-        // Plain loads: the event's static branch skips them while it is off.
-        if let Ok((bth, _)) = Bth::ref_from_prefix(bytes) {
-            trace::xmit(&trace::PacketFields {
-                dev: self.env.shared.dev_index,
-                qpn: self.env.shared.number(),
-                dest_qpn: bth.dest_qpn(),
-                opcode: bth.opcode_raw(),
-                psn: bth.psn().get(),
-                len: len as u32,
-            });
-        }
         if let Some(b) = &mut self.budget {
             *b = b.saturating_sub(1);
         }
@@ -938,7 +927,10 @@ impl Output for Io<'_> {
             // reliable connection retries), but counted.
             let lqpn = self.env.shared.number();
             match tx::send(self.env.ndev, self.route, path, lqpn, bytes) {
-                Ok(()) => self.env.counters.add(Counter::SentBytes, len as u64),
+                Ok(()) => {
+                    self.env.counters.add(Counter::SentBytes, len as u64);
+                    trace_xmit(self.env.shared, bytes);
+                }
                 Err(_) => self.env.counters.inc(Counter::SendErr),
             }
             return;
@@ -963,6 +955,7 @@ impl Output for Io<'_> {
         };
         if copied && self.out.push(packet, GFP_ATOMIC).is_ok() {
             self.env.counters.add(Counter::SentBytes, len as u64);
+            trace_xmit(self.env.shared, bytes);
         } else {
             // Lost as on a congested link (the transport retries), but counted.
             self.env.counters.inc(Counter::SendErr);
@@ -1004,9 +997,8 @@ impl Output for Io<'_> {
             network_hdr_type,
             ..Default::default()
         };
-        trace::complete(shared.dev_index, &wc, c.queue == WorkQueue::Recv);
         let posted = match c.queue {
-            WorkQueue::Send => shared.send_cq().post(&wc, shared.handle(), false),
+            WorkQueue::Send => shared.post_completion(&wc, false, false),
             WorkQueue::Recv => {
                 // Not borrowed elsewhere while a completion is made.
                 if let Ok(mut taken) = self.taken.try_borrow_mut() {
@@ -1024,7 +1016,7 @@ impl Output for Io<'_> {
                 if wc.status == WcStatus::Success {
                     self.env.counters.inc(Counter::RdmaRecvs);
                 }
-                shared.recv_cq().post(&wc, shared.handle(), c.solicited)
+                shared.post_completion(&wc, true, c.solicited)
             }
         };
         // An overrun was reported to the CQ's owner; the completion is lost, as on hardware.
@@ -1116,7 +1108,9 @@ impl Output for Io<'_> {
                 let cause = match cause {
                     RetransmitCause::Nak => trace::RetransmitCause::Nak,
                     RetransmitCause::Timeout => trace::RetransmitCause::Timeout,
+                    RetransmitCause::Reorder => trace::RetransmitCause::Reorder,
                     RetransmitCause::TailProbe => trace::RetransmitCause::TailProbe,
+                    RetransmitCause::Rnr => trace::RetransmitCause::Rnr,
                 };
                 trace::retransmit(dev, qpn, psn.get(), cause)
             }
@@ -1127,5 +1121,23 @@ impl Output for Io<'_> {
                 trace::rnr_nak(dev, qpn, psn.get(), timer.code(), false)
             }
         }
+    }
+}
+
+/// Reports the packet `bytes` (BTH to ICRC) that `qp` sent.
+///
+/// A few loads and a BTH check even while the event is off: next to building the packet, they
+/// cost nothing measurable.
+fn trace_xmit(qp: &QpShared, bytes: &[u8]) {
+    if let Ok((bth, _)) = Bth::ref_from_prefix(bytes) {
+        trace::xmit(&trace::PacketFields {
+            dev: qp.dev_index,
+            qpn: qp.number(),
+            dest_qpn: bth.dest_qpn(),
+            opcode: bth.opcode_raw(),
+            psn: bth.psn().get(),
+            // A packet is at most an IB MTU and its headers.
+            len: bytes.len() as u32,
+        });
     }
 }

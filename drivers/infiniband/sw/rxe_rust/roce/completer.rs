@@ -219,10 +219,10 @@ impl<const N: usize> Requester<N> {
             } else {
                 self.comp_psn
             };
-            let cause = if timeout {
-                RetransmitCause::Timeout
-            } else {
-                RetransmitCause::Nak
+            let cause = match (timeout, until) {
+                (false, _) => RetransmitCause::Nak,
+                (true, None) => RetransmitCause::Timeout,
+                (true, Some(_)) => RetransmitCause::Reorder,
             };
             out.trace(TraceEvent::Retransmit { psn: from, cause });
             let resume = self.send_position();
@@ -604,6 +604,10 @@ impl<const N: usize> Requester<N> {
                 }
                 self.rnr_wait = None;
                 // The NAKed PSN, or later if an acknowledgement overtook the NAK.
+                out.trace(TraceEvent::Retransmit {
+                    psn: self.comp_psn,
+                    cause: RetransmitCause::Rnr,
+                });
                 self.rewind(self.comp_psn);
             }
         }

@@ -237,13 +237,18 @@ pub enum TraceEvent {
 /// Why a requester sends again what it sent.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RetransmitCause {
-    /// A NAK or an implied NAK: a transport retry ([`Counter::Retry`]).
+    /// A NAK: a transport retry ([`Counter::Retry`]).
     Nak,
     /// The local ACK timeout expired: a transport retry ([`Counter::Retry`]).
     Timeout,
+    /// The reorder window after an implied NAK ended without the missing response: a
+    /// transport retry ([`Counter::Retry`]) of the gaps.
+    Reorder,
     /// Nothing was acknowledged for a while: the last packet again, before the timeout and
     /// without a retry ([`Counter::TailProbe`]).
     TailProbe,
+    /// The RNR timer expired: the request an RNR NAK refused ([`Counter::RnrRetry`]).
+    Rnr,
 }
 
 /// A receive WQE handed to the responder.
