@@ -345,6 +345,11 @@ impl<T: Driver> OpsTable<T> {
         } else {
             None
         },
+        modify_hw_stat: if T::HAS_GET_HW_STATS && StatDesc::any_optional(T::HW_STATS) {
+            Some(modify_hw_stat)
+        } else {
+            None
+        },
         device_group: if T::PARENT_ATTRIBUTE {
             sysfs::PARENT_GROUP.as_ptr()
         } else {
@@ -605,6 +610,19 @@ pub(crate) unsafe extern "C" fn get_hw_stats<T: Driver>(
         Ok(()) => n as c_int,
         Err(e) => e.to_errno(),
     }
+}
+
+/// The `modify_hw_stat` op: a user enables or disables an optional counter.
+///
+/// The driver counts optional counters all the time ([`Driver::get_hw_stats`] fills every entry
+/// of [`Driver::HW_STATS`]); enabling one only has the core show it, so there is nothing to do.
+extern "C" fn modify_hw_stat(
+    _ibdev: *mut bindings::ib_device,
+    _port: u32,
+    _counter_index: crate::ffi::c_uint,
+    _enable: bool,
+) -> c_int {
+    0
 }
 
 /// The `process_mad` op.

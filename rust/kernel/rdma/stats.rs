@@ -5,6 +5,10 @@
 //! A driver names its counters once, in a static table of [`StatDesc`]; the core allocates the
 //! values array from that table and asks the driver to fill it on each read (at most once per
 //! lifespan, 10 ms).
+//!
+//! An optional counter ([`StatDesc::optional`]) is counted all the time but shown only once a
+//! user enables it (`rdma statistic set link DEV/PORT optional-counters NAME,...`): sysfs and the
+//! default `rdma statistic show` keep the counters every driver of the kind has.
 
 use crate::{
     bindings,
@@ -34,6 +38,28 @@ impl StatDesc {
             flags: 0,
             priv_: core::ptr::null(),
         })
+    }
+
+    /// Describes an optional counter named `name`, shown only once a user enables it.
+    pub const fn optional(name: &'static CStr) -> Self {
+        // INVARIANT: `name` is static and NUL-terminated.
+        Self(bindings::rdma_stat_desc {
+            name: as_char_ptr_in_const_context(name),
+            flags: bindings::ib_stat_flag_IB_STAT_FLAG_OPTIONAL,
+            priv_: core::ptr::null(),
+        })
+    }
+
+    /// Returns whether some counter of `table` is optional.
+    pub(crate) const fn any_optional(table: &[StatDesc]) -> bool {
+        let mut i = 0;
+        while i < table.len() {
+            if table[i].0.flags & bindings::ib_stat_flag_IB_STAT_FLAG_OPTIONAL != 0 {
+                return true;
+            }
+            i += 1;
+        }
+        false
     }
 
     /// Returns the descriptors of `table` as the C array the core expects.

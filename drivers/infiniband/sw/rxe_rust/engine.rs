@@ -3,7 +3,8 @@
 //! The engine: each queue pair's transport runs in its own work item, in one context at a
 //! time; different queue pairs run at the same time on different CPUs.
 //!
-//! A queue pair is scheduled (its `run` work item queued on the unbound system workqueue) when
+//! A queue pair is scheduled (its `run` work item queued on the RDMA core's unbound completion
+//! workqueue, which has a rescuer: NVMe over RDMA waits for it from its own workqueues) when
 //! something waits in its [`Inbox`]: packets (from the wire, queued in softirq after an RCU
 //! lookup, or from another queue pair of this device), new send WQEs (the doorbell), or a
 //! timer that fired. A user doorbell runs its own queue pair in the system call, for up to
@@ -46,6 +47,7 @@ use crate::{
         qp::TransportState,
         wqe::Remote, //
     },
+    rx::DropReason,
     stats::Counters,
     transport::{
         with_io,
@@ -64,13 +66,11 @@ use core::sync::atomic::{
     Ordering::Relaxed, //
 };
 use kernel::{
-    net::{
-        device::NetDevice,
-        skbuff::SkbDropReason, //
-    },
+    net::device::NetDevice,
     new_spinlock_irq,
     prelude::*,
     rdma::{
+        self,
         qp::attr::QpType as IbQpType,
         trace, //
     },
@@ -87,7 +87,6 @@ use kernel::{
         NSEC_PER_JIFFY, //
     },
     workqueue::{
-        self,
         WorkItem, //
     },
 };
@@ -128,7 +127,7 @@ enum Context {
 }
 
 /// Runs the work item does one after the other while something waits; then it queues itself
-/// again, behind the system workqueue's other work.
+/// again, behind the workqueue's other work.
 const WORK_RUNS: usize = 8;
 
 /// Runs `destroy_qp` ([`QpShared::drain`]) or a datagram queue pair's doorbell
@@ -290,17 +289,13 @@ impl Engine {
                 to.note(qp);
                 Ok(())
             });
-            if let Err((e, _)) = queued {
+            if let Err((e, pkt)) = queued {
                 // A queue pair that is gone, or one that cannot keep up: lost as on a
                 // congested link (the requester retries), but counted.
                 self.counters.inc(crate::stats::Counter::SendErr);
-                let why = match e {
-                    e if e == ENOENT => c"no_qp",
-                    e if e == ESRCH => c"qp_gone",
-                    e if e == ENOBUFS => c"busy",
-                    _ => c"no_memory",
-                };
-                trace::rx_drop(from.dev_index, qpn, why);
+                let why = DropReason::not_taken(e);
+                why.report(&self.counters, from.dev_index, qpn);
+                pkt.drop_with(why.skb_reason());
             }
         }
     }
@@ -592,7 +587,7 @@ impl WorkItem<RUN> for QpShared {
                 return;
             }
         }
-        // Other work items of the system workqueue get their turn.
+        // Other work items of the workqueue get their turn.
         Self::schedule(this.as_arc_borrow());
     }
 }
@@ -666,14 +661,15 @@ impl Receivers {
 }
 
 impl QpShared {
-    /// Schedules a run of `this` on the system workqueue, unless it is being destroyed.
+    /// Schedules a run of `this` on the RDMA core's unbound workqueue, unless it is being
+    /// destroyed.
     pub(crate) fn schedule(this: ArcBorrow<'_, Self>) {
         // Under the lock `destroy` sets `dying` under: once it is set, nothing is queued.
         let inbox = this.inbox.lock();
         if !inbox.dying {
             // Already queued is fine: that run will see what was just added. The clone that
             // comes back is not the last reference: the caller holds one.
-            let _ = workqueue::system_dfl().enqueue::<Arc<Self>, RUN>(Arc::from(this));
+            let _ = rdma::comp_unbound_queue().enqueue::<Arc<Self>, RUN>(Arc::from(this));
         }
     }
 
@@ -800,7 +796,7 @@ impl QpShared {
         let orphaned = inbox.in_softirq && inbox.kicked && inbox.doorbells_waiting == 0;
         if !inbox.dying && (!inbox.running || orphaned) {
             // As in `schedule`.
-            let _ = workqueue::system_dfl().enqueue::<Arc<Self>, RUN>(Arc::from(this));
+            let _ = rdma::comp_unbound_queue().enqueue::<Arc<Self>, RUN>(Arc::from(this));
         }
     }
 
@@ -939,8 +935,7 @@ impl QpShared {
         // Reset or going: what waited is dropped, as by a port that is down.
         let Some(t) = transport.as_mut() else {
             for pkt in packets.drain_all() {
-                self.trace_drop(c"purge");
-                pkt.drop_with(SkbDropReason::QueuePurge);
+                self.dropped(DropReason::Purge, pkt);
             }
             drop_unallocated(core::mem::replace(&mut end.batch, packets));
             return end;
@@ -976,12 +971,10 @@ impl QpShared {
             // Not in a state to receive (INIT, or ERR): as C's `check_type_state`. Early
             // requests held before go too, or their deadline would keep setting the timer.
             for pkt in Iterator::chain(backlog.drain_all(), packets.drain_all()) {
-                self.trace_drop(c"qp_state");
-                pkt.drop_with(SkbDropReason::NotSpecified);
+                self.dropped(DropReason::QpState, pkt);
             }
             while let Some(pkt) = t.take_first_early() {
-                self.trace_drop(c"qp_state");
-                pkt.drop_with(SkbDropReason::NotSpecified);
+                self.dropped(DropReason::QpState, pkt);
             }
         }
         if t.is_sending_response() {
@@ -1040,7 +1033,7 @@ impl QpShared {
             {
                 // On no memory the packet is freed as dropped: the requester retries.
                 if t.backlog.push(pkt, GFP_ATOMIC).is_err() {
-                    self.trace_drop(c"no_memory");
+                    DropReason::NoMemory.report(&engine.counters, self.dev_index, self.number());
                 }
                 return failed;
             }
@@ -1137,13 +1130,13 @@ impl QpShared {
         self.run.flush();
         let packets = core::mem::take(&mut self.inbox.lock().packets);
         for pkt in packets {
-            self.trace_drop(c"purge");
-            pkt.drop_with(SkbDropReason::QueuePurge);
+            self.dropped(DropReason::Purge, pkt);
         }
     }
 
-    /// Reports a packet that came for this queue pair as dropped for `reason`.
-    fn trace_drop(&self, reason: &CStr) {
-        trace::rx_drop(self.dev_index, self.number(), reason);
+    /// Drops `pkt`, which came for this queue pair, for `why`: counted and traced.
+    fn dropped(&self, why: DropReason, pkt: Packet) {
+        why.report(&self.engine.counters, self.dev_index, self.number());
+        pkt.drop_with(why.skb_reason());
     }
 }

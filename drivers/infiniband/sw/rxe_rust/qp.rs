@@ -76,6 +76,7 @@ use kernel::{
     new_spinlock_irq, //
     prelude::*,
     rdma::{
+        self,
         ah::AhAttr,
         cq::{
             WcStatus,
@@ -127,7 +128,6 @@ use kernel::{
     },
     time::Jiffies,
     workqueue::{
-        self,
         impl_has_delayed_work,
         impl_has_work,
         new_delayed_work,
@@ -208,7 +208,8 @@ pub(crate) struct QpShared {
     /// so a far deadline of one never delays another's.
     #[pin]
     pub(crate) timer: DelayedWork<QpShared>,
-    /// The queue pair's run ([`crate::engine`]): one at a time, on the system workqueue.
+    /// The queue pair's run ([`crate::engine`]): one at a time, on the RDMA core's unbound
+    /// workqueue.
     #[pin]
     pub(crate) run: Work<QpShared, RUN>,
     /// What waits for the run.
@@ -304,7 +305,7 @@ impl QpShared {
     /// Sets the timer to fire in `delay`, replacing the deadline of a pending one.
     pub(crate) fn arm_timer(self: &Arc<Self>, delay: Jiffies) {
         // A pending timer keeps the reference it was set with: the clone comes back, dropped.
-        let _ = workqueue::system_dfl().mod_delayed(self.clone(), delay);
+        let _ = rdma::comp_unbound_queue().mod_delayed(self.clone(), delay);
     }
 
     /// Returns the state.

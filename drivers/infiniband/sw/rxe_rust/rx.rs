@@ -24,6 +24,10 @@ use crate::{
             ParseError, //
         },
     },
+    stats::{
+        Counter,
+        Counters, //
+    },
     transport::Packet,
     Rxe, //
 };
@@ -66,6 +70,10 @@ pub(crate) enum DropReason {
     QpGone,
     /// Too many packets wait for its queue pair.
     Busy,
+    /// Its queue pair is not in a state that receives (RESET, INIT, ERR).
+    QpState,
+    /// Its queue pair was reset or destroyed while the datagram waited for it.
+    Purge,
 }
 
 impl DropReason {
@@ -82,7 +90,45 @@ impl DropReason {
             Self::NoQp => c"no_qp",
             Self::QpGone => c"qp_gone",
             Self::Busy => c"busy",
+            Self::QpState => c"qp_state",
+            Self::Purge => c"purge",
         }
+    }
+
+    /// Returns the reason a queue pair `qpn` did not take a datagram for, from the error
+    /// [`crate::engine::Engine::receive_wire`] or [`crate::engine::QpShared::enqueue`] gave.
+    pub(crate) fn not_taken(e: Error) -> Self {
+        match e {
+            e if e == ENOENT => Self::NoQp,
+            e if e == ESRCH => Self::QpGone,
+            e if e == ENOMEM => Self::NoMemory,
+            _ => Self::Busy,
+        }
+    }
+
+    /// Returns the optional port counter of drops for this reason.
+    fn counter(self) -> Counter {
+        match self {
+            Self::NoMemory => Counter::DropNoMemory,
+            Self::NetworkHeader => Counter::DropNetworkHeader,
+            Self::UdpLength => Counter::DropUdpLength,
+            Self::Truncated => Counter::DropTruncated,
+            Self::Packet => Counter::DropMalformed,
+            Self::Icrc => Counter::DropIcrc,
+            Self::NotOurs => Counter::DropNotOurs,
+            Self::NoQp => Counter::DropNoQp,
+            Self::QpGone => Counter::DropQpGone,
+            Self::Busy => Counter::DropBusy,
+            Self::QpState => Counter::DropQpState,
+            Self::Purge => Counter::DropPurge,
+        }
+    }
+
+    /// Reports a datagram for the queue pair `qpn` of the device `dev_index` as dropped for
+    /// this reason: counted in `counters` and traced.
+    pub(crate) fn report(self, counters: &Counters, dev_index: u32, qpn: u32) {
+        counters.inc(self.counter());
+        trace::rx_drop(dev_index, qpn, self.name());
     }
 
     /// Returns the network stack's reason, which the `skb:kfree_skb` tracepoint reports.
@@ -95,6 +141,8 @@ impl DropReason {
             Self::NotOurs => SkbDropReason::OtherHost,
             Self::NoQp | Self::QpGone => SkbDropReason::NoSocket,
             Self::Busy => SkbDropReason::SocketRcvbuff,
+            Self::QpState => SkbDropReason::NotSpecified,
+            Self::Purge => SkbDropReason::QueuePurge,
         }
     }
 }
@@ -141,7 +189,7 @@ pub(crate) fn receive(dev: &Device<Rxe>, mut skb: SkBuff) -> Result<(), DropReas
     let dest = match check(dev, &mut skb) {
         Ok(dest) => dest,
         Err(why) => {
-            trace::rx_drop(dev.index(), NO_QPN, why.name());
+            why.report(&dev.counters, dev.index(), NO_QPN);
             skb.drop_with_reason(why.skb_reason());
             return Err(why);
         }
@@ -151,7 +199,7 @@ pub(crate) fn receive(dev: &Device<Rxe>, mut skb: SkBuff) -> Result<(), DropReas
         Destination::Group(mgid) => mcast::members(dev, &mgid),
     };
     let Some((&last, others)) = members.as_ref().and_then(|m| m.qpns().split_last()) else {
-        trace::rx_drop(dev.index(), Bth::MULTICAST_QPN, DropReason::NotOurs.name());
+        DropReason::NotOurs.report(&dev.counters, dev.index(), Bth::MULTICAST_QPN);
         skb.drop_with_reason(DropReason::NotOurs.skb_reason());
         return Err(DropReason::NotOurs);
     };
@@ -161,7 +209,7 @@ pub(crate) fn receive(dev: &Device<Rxe>, mut skb: SkBuff) -> Result<(), DropReas
         let delivered = match skb.try_clone(GFP_ATOMIC) {
             Ok(clone) => deliver(dev, qpn, clone),
             Err(_) => {
-                trace::rx_drop(dev.index(), qpn, DropReason::NoMemory.name());
+                DropReason::NoMemory.report(&dev.counters, dev.index(), qpn);
                 Err(DropReason::NoMemory)
             }
         };
@@ -177,12 +225,8 @@ fn deliver(dev: &Device<Rxe>, qpn: u32, skb: SkBuff) -> Result<(), DropReason> {
     dev.engine
         .receive_wire(qpn, Packet::Wire(skb))
         .map_err(|(e, packet)| {
-            let why = match e {
-                e if e == ENOENT => DropReason::NoQp,
-                e if e == ESRCH => DropReason::QpGone,
-                _ => DropReason::Busy,
-            };
-            trace::rx_drop(dev.index(), qpn, why.name());
+            let why = DropReason::not_taken(e);
+            why.report(&dev.counters, dev.index(), qpn);
             packet.drop_with(why.skb_reason());
             why
         })

@@ -1,6 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Port counters, named and ordered as the C driver's (`rdma statistic show link rxe0/1`).
+//! Port counters, named and ordered as the C driver's (`rdma statistic show link rxe0/1`), then
+//! optional ones the C driver does not have: received packets dropped, by reason.
+//!
+//! The optional counters show once enabled (`rdma statistic set link rxe0/1 optional-counters
+//! drop_icrc,...`); sysfs and the default view keep the C driver's list.
 
 use core::sync::atomic::{
     AtomicU64,
@@ -33,10 +37,37 @@ pub(crate) enum Counter {
     RdmaRecvs,
     SentBytes,
     RcvdBytes,
+    /// Dropped: its paged data could not be made linear, or no memory to hold it.
+    DropNoMemory,
+    /// Dropped: no IPv4 header without options or IPv6 header without extensions.
+    DropNetworkHeader,
+    /// Dropped: the UDP length disagrees with the datagram's.
+    DropUdpLength,
+    /// Dropped: shorter than its headers, pad and ICRC.
+    DropTruncated,
+    /// Dropped: malformed otherwise (an opcode no transport has, a bad multicast QPN...).
+    DropMalformed,
+    /// Dropped: the ICRC is wrong.
+    DropIcrc,
+    /// Dropped: not addressed to a GID or multicast group of the port.
+    DropNotOurs,
+    /// Dropped: no queue pair has its destination QP number.
+    DropNoQp,
+    /// Dropped: its queue pair was being destroyed.
+    DropQpGone,
+    /// Dropped: too many packets waited for its queue pair.
+    DropBusy,
+    /// Dropped: its queue pair was not in a state that receives.
+    DropQpState,
+    /// Dropped: its queue pair was reset or destroyed while it waited.
+    DropPurge,
+    /// Discarded by its queue pair's transport: an opcode its type does not take, a response
+    /// to nothing outstanding, a request while it sends a READ response, a malformed ACK.
+    DropTransport,
 }
 
 /// The number of counters.
-const COUNT: usize = 17;
+const COUNT: usize = 30;
 
 /// The counters' names, in [`Counter`] order.
 pub(crate) static NAMES: [StatDesc; COUNT] = [
@@ -57,9 +88,22 @@ pub(crate) static NAMES: [StatDesc; COUNT] = [
     StatDesc::new(c"rdma_recvs"),
     StatDesc::new(c"sent_bytes"),
     StatDesc::new(c"rcvd_bytes"),
+    StatDesc::optional(c"drop_no_memory"),
+    StatDesc::optional(c"drop_network_header"),
+    StatDesc::optional(c"drop_udp_length"),
+    StatDesc::optional(c"drop_truncated"),
+    StatDesc::optional(c"drop_malformed"),
+    StatDesc::optional(c"drop_icrc"),
+    StatDesc::optional(c"drop_not_ours"),
+    StatDesc::optional(c"drop_no_qp"),
+    StatDesc::optional(c"drop_qp_gone"),
+    StatDesc::optional(c"drop_busy"),
+    StatDesc::optional(c"drop_qp_state"),
+    StatDesc::optional(c"drop_purge"),
+    StatDesc::optional(c"drop_transport"),
 ];
 
-const _: () = assert!(Counter::RcvdBytes as usize + 1 == COUNT);
+const _: () = assert!(Counter::DropTransport as usize + 1 == COUNT);
 
 /// The values of a device's counters.
 pub(crate) struct Counters([AtomicU64; COUNT]);

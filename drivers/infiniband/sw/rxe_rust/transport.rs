@@ -1096,6 +1096,7 @@ impl Output for Io<'_> {
             RoceCounter::Retry => Counter::CompleterRetryErr,
             RoceCounter::RetryExceeded => Counter::RetryExceededErr,
             RoceCounter::RnrRetryExceeded => Counter::RetryRnrExceededErr,
+            RoceCounter::DroppedPackets => Counter::DropTransport,
             _ => return,
         };
         self.env.counters.inc(c);

@@ -9,7 +9,10 @@ not implement, and a valid packet (ICRC right) for a QP number that does not
 exist. Each must be freed by the driver with its drop reason
 (PKT_TOO_SMALL, SKB_CSUM, UNHANDLED_PROTO, NO_SOCKET), as the skb:kfree_skb
 tracepoint reports it (reason, and a location in the module), once per
-datagram sent; none may count as received (rcvd_pkts stays); and
+datagram sent, and counted once in the optional port counter of that reason
+(drop_truncated, drop_icrc, drop_malformed, drop_no_qp, enabled with `rdma
+statistic set ... optional-counters`), the drop counters together moving by
+exactly what was sent; none may count as received (rcvd_pkts stays); and
 afterwards ibv_rc_pingpong -c across still works.
 
 The C driver frees such datagrams without a reason (NOT_SPECIFIED), so this
@@ -18,6 +21,7 @@ test runs against rdma_rxe_rust only.
 Usage: rxe_rust_drops.py [--send CASE COUNT]  (--send: the sender, run in B)
 """
 
+import json
 import os
 import socket
 import struct
@@ -101,6 +105,31 @@ def send(case, count):
 def counter(dev, name):
     with open(f"/sys/class/infiniband/{dev}/ports/1/hw_counters/{name}") as f:
         return int(f.read())
+
+
+# rdma_rxe_rust's optional counters of dropped datagrams, one per reason.
+DROP_COUNTERS = ["drop_no_memory", "drop_network_header", "drop_udp_length",
+                 "drop_truncated", "drop_malformed", "drop_icrc", "drop_not_ours",
+                 "drop_no_qp", "drop_qp_gone", "drop_busy", "drop_qp_state",
+                 "drop_purge", "drop_transport"]
+
+
+def enable_drop_counters():
+    """Shows A's optional drop counters; returns an error."""
+    r = run("ip", "netns", "exec", NS_A, "rdma", "statistic", "set", "link",
+            f"{DEV_A}/1", "optional-counters", ",".join(DROP_COUNTERS))
+    return f"rdma statistic set: {r.stderr.strip()}" if r.returncode else ""
+
+
+def drop_counters():
+    """{name: value} of A's drop counters as `rdma statistic show` gives them."""
+    r = run("ip", "netns", "exec", NS_A, "rdma", "-j", "statistic", "show",
+            "link", f"{DEV_A}/1")
+    try:
+        entry = json.loads(r.stdout)[0]
+    except (ValueError, IndexError):
+        return {}
+    return {k: v for k, v in entry.items() if k in DROP_COUNTERS}
 
 
 def trace_write(path, value):
@@ -195,10 +224,10 @@ def pingpong():
 
 
 CASES = [
-    ("short", "PKT_TOO_SMALL", "shorter than a BTH"),
-    ("icrc", "SKB_CSUM", "a wrong ICRC"),
-    ("opcode", "UNHANDLED_PROTO", "a reserved opcode"),
-    ("noqp", "NO_SOCKET", "a QP number no QP has"),
+    ("short", "PKT_TOO_SMALL", "shorter than a BTH", "drop_truncated"),
+    ("icrc", "SKB_CSUM", "a wrong ICRC", "drop_icrc"),
+    ("opcode", "UNHANDLED_PROTO", "a reserved opcode", "drop_malformed"),
+    ("noqp", "NO_SOCKET", "a QP number no QP has", "drop_no_qp"),
 ]
 
 
@@ -211,9 +240,12 @@ def main():
     RES.check(f"{DRV}: set up {NS_A}/{NS_B}, veth, {DEV_A} and {DEV_B}",
               not err, err)
     if err:
-        for _, reason, what in CASES:
+        for _, reason, what, name in CASES:
             RES.check(f"{DRV}: {COUNT} datagrams with {what} dropped as "
                       f"{reason}", False, "not run: the setup failed")
+            RES.check(f"{DRV}: ... and counted in {name}", False, "not run")
+        RES.check(f"{DRV}: the drop counters moved by what was sent", False,
+                  "not run")
         RES.check(f"{DRV}: none counted as received", False, "not run")
         RES.check(f"{DRV}: ibv_rc_pingpong -c across afterwards", False,
                   "not run")
@@ -221,12 +253,16 @@ def main():
         return RES.report()
 
     rcvd = counter(DEV_A, "rcvd_pkts")
+    cerr = enable_drop_counters()
+    first = drop_counters()
     err = tracing()
     try:
-        for case, reason, what in CASES:
+        for case, reason, what, name in CASES:
+            before = drop_counters()
             if err:
                 RES.check(f"{DRV}: {COUNT} datagrams with {what} dropped as "
                           f"{reason}", False, err)
+                RES.check(f"{DRV}: ... and counted in {name}", False, err)
                 continue
             trace_write("trace", "")
             r = run("ip", "netns", "exec", NS_B, sys.executable,
@@ -243,10 +279,23 @@ def main():
             RES.check(f"{DRV}: {COUNT} datagrams with {what} dropped as "
                       f"{reason}", r.returncode == 0 and len(ours) == COUNT,
                       diag)
+            after = drop_counters()
+            moved = {k: after[k] - before[k] for k in after
+                     if k in before and after[k] != before[k]}
+            RES.check(f"{DRV}: ... and counted in {name}",
+                      not cerr and moved == {name: COUNT},
+                      cerr or f"counters that moved: {moved}")
     finally:
         if not err:
             trace_write("events/skb/kfree_skb/enable", "0")
             trace_write("trace", "")
+    last = drop_counters()
+    total = sum(last.get(k, 0) - first.get(k, 0) for k in DROP_COUNTERS)
+    RES.check(f"{DRV}: the drop counters moved by what was sent",
+              len(first) == len(last) == len(DROP_COUNTERS)
+              and total == COUNT * len(CASES),
+              f"{len(last)} of {len(DROP_COUNTERS)} shown; moved by {total}, "
+              f"sent {COUNT * len(CASES)}")
     now = counter(DEV_A, "rcvd_pkts")
     RES.check(f"{DRV}: none counted as received", now == rcvd,
               f"{DEV_A} rcvd_pkts {rcvd} -> {now}")
