@@ -1,0 +1,281 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# NVMe over RDMA through each driver in turn (the C driver rdma_rxe first:
+# it proves the test): the kernel's NVMe target (nvmet with an rdma port)
+# exports a memory-backed null_blk as a namespace, and the kernel's NVMe
+# host (nvme-rdma, through nvme-cli) connects to it over the RDMA device.
+# Data written through the host's block device must read back the same,
+# through the host and on the target's null_blk; the device's packet
+# counters must move by at least what the data needs; then NVME_CYCLES
+# connect/disconnect cycles (NVME_C_CYCLES for the C driver), each reading back a block, and a teardown
+# after which every module unloads (a reference the driver leaked would
+# keep it). kmemleak's scan at the end of the selftest run covers leaks.
+#
+# nvme-rdma and nvmet-rdma create their rdma_cm identifiers in the initial
+# network namespace only, so both ends run there, over one device on one
+# end of a veth pair: the host's queue pairs talk to the target's through
+# the driver's loopback path (the wire path is covered by rxe_rust_veth.sh
+# and by the two-VM run of scripts/interop).
+#
+# Usage: rxe_rust_nvme.sh [DRIVER...]  (default: rdma_rxe rdma_rxe_rust)
+
+source "$(dirname "$0")/rxe_rust_lib.sh"
+
+DEV=rxenv
+VETH=vNV0
+VETH_PEER=vNV1
+IP4=10.78.0.1
+NQN=nqn.2026-11.org.kernel:rxe-rust-nvme
+HOSTNQN=nqn.2014-08.org.nvmexpress:uuid:6c1d8a57-2f0b-4c59-9a7e-7a1e5d0c0de1
+HOSTID=6c1d8a57-2f0b-4c59-9a7e-7a1e5d0c0de1
+SVC=4420
+NVMET=/sys/kernel/config/nvmet
+# Connect/disconnect cycles after the data check: 50 for rdma_rxe_rust; the
+# C driver, which proves the test, runs fewer (each cycle takes seconds on
+# the debug kernel, and CI's time is short).
+NVME_CYCLES=${NVME_CYCLES:-50}
+NVME_C_CYCLES=${NVME_C_CYCLES:-10}
+# The data written and read back, in MiB.
+DATA_MIB=4
+# One I/O queue of the minimum depth: each queue costs the host a set of
+# fast-registration MRs, and the debug kernel makes each allocation slow.
+CONNECT_OPTS="--nr-io-queues=1 --queue-size=16 --hostnqn=$HOSTNQN --hostid=$HOSTID"
+BAD_LOG='WARNING:|BUG:|Oops|general protection|refcount_t:|list_(add|del) corruption|UBSAN|KASAN|INFO: task .* blocked'
+CHECKS=9
+
+DRIVERS=("$@")
+[ ${#DRIVERS[@]} -eq 0 ] && DRIVERS=($RXE_C $RXE_RUST)
+
+tmp=$(mktemp -d)
+
+# Kernel log lines since the marker $1 was written to /dev/kmsg.
+log_since() {
+	dmesg | awk -v m="$1" 'index($0, m) { buf = ""; next } { buf = buf $0 "\n" } END { printf "%s", buf }'
+}
+
+counter() {
+	cat "/sys/class/infiniband/$DEV/ports/1/hw_counters/$1"
+}
+
+# The controller (nvmeN) the host has for our subsystem, if any.
+controller() {
+	local c
+	for c in /sys/class/nvme/nvme*; do
+		[ -e "$c/subsysnqn" ] || continue
+		[ "$(cat "$c/subsysnqn")" = "$NQN" ] && { basename "$c"; return 0; }
+	done
+	return 1
+}
+
+# The block device of our subsystem's namespace 1 (/dev/nvmeXn1), once it
+# exists: its parent is our controller (the test kernel has no NVMe
+# multipath, whose head disks would hang off the subsystem instead).
+namespace_dev() {
+	local c n
+	c=$(controller) || return 1
+	for n in /sys/class/nvme/"$c"/nvme*n1; do
+		n=$(basename "$n")
+		[ -b "/dev/$n" ] && { echo "/dev/$n"; return 0; }
+	done
+	return 1
+}
+
+no_controller() {
+	! controller >/dev/null
+}
+
+target_setup() {
+	local s=$NVMET/subsystems/$NQN p=$NVMET/ports/1
+	mountpoint -q /sys/kernel/config || mount -t configfs none /sys/kernel/config || return 1
+	modprobe nvmet && modprobe nvmet-rdma || return 1
+	mkdir "$s" && echo 1 >"$s/attr_allow_any_host" &&
+		mkdir "$s/namespaces/1" &&
+		echo -n /dev/nullb0 >"$s/namespaces/1/device_path" &&
+		echo 1 >"$s/namespaces/1/enable" &&
+		mkdir "$p" && echo rdma >"$p/addr_trtype" && echo ipv4 >"$p/addr_adrfam" &&
+		echo $IP4 >"$p/addr_traddr" && echo $SVC >"$p/addr_trsvcid" &&
+		ln -s "$s" "$p/subsystems/$NQN"
+}
+
+# Loads driver $1 and the block modules; rxenv on one end of a veth pair
+# in the initial namespace; the target's port on its address.
+setup() {
+	modprobe "$1" &&
+		ip link add $VETH type veth peer name $VETH_PEER &&
+		ip addr add $IP4/24 dev $VETH && ip link set $VETH up && ip link set $VETH_PEER up &&
+		rdma link add $DEV type rxe netdev $VETH &&
+		WAIT_SECONDS=10 wait_for bash -c "rdma link show $DEV/1 | grep -q 'state ACTIVE'" &&
+		modprobe null_blk nr_devices=1 memory_backed=1 gb=1 &&
+		WAIT_SECONDS=10 wait_for test -b /dev/nullb0 &&
+		target_setup &&
+		modprobe nvme-rdma && echo "$1: target on $IP4:$SVC, $NQN on /dev/nullb0"
+}
+
+nvme_connect() {
+	nvme connect -t rdma -a $IP4 -s $SVC -n $NQN $CONNECT_OPTS || return 1
+	WAIT_SECONDS=30 wait_for namespace_dev >/dev/null || {
+		echo "no block device for $NQN after connecting"
+		ls /sys/class/nvme /sys/block
+		return 1
+	}
+}
+
+# Disconnects our controller (only ours) and waits until it is gone.
+nvme_disconnect() {
+	nvme disconnect -n $NQN >/dev/null || return 1
+	WAIT_SECONDS=30 wait_for no_controller || { echo "controller $(controller) still there"; return 1; }
+}
+
+connect_check() {
+	nvme_connect || return 1
+	echo "controller $(controller), namespace $(namespace_dev)"
+}
+
+# DATA_MIB MiB of random bytes written with O_DIRECT through the host's
+# block device, read back with O_DIRECT and compared.
+data_roundtrip() {
+	local d
+	d=$(namespace_dev) || return 1
+	dd if=/dev/urandom of="$tmp/pattern" bs=1M count=$DATA_MIB status=none &&
+		dd if="$tmp/pattern" of="$d" bs=1M oflag=direct conv=fsync status=none &&
+		dd if="$d" of="$tmp/back" bs=1M count=$DATA_MIB iflag=direct status=none &&
+		cmp "$tmp/pattern" "$tmp/back" && echo "$DATA_MIB MiB through $d: identical"
+}
+
+# The target's null_blk holds what the host wrote.
+target_holds() {
+	dd if=/dev/nullb0 of="$tmp/target" bs=1M count=$DATA_MIB iflag=direct status=none &&
+		cmp "$tmp/pattern" "$tmp/target" && echo "/dev/nullb0: identical"
+}
+
+# The device's packet counters grew by at least the packets the data needs
+# each way (path MTU 1024 at most: DATA_MIB MiB is 1024 * DATA_MIB packets).
+counters_moved() {
+	local s=$(($(counter sent_pkts) - SENT0)) r=$(($(counter rcvd_pkts) - RCVD0))
+	local need=$((DATA_MIB * 1024 * 2))
+	echo "$DEV sent_pkts +$s, rcvd_pkts +$r (at least $need each)"
+	[ $s -ge $need ] && [ $r -ge $need ]
+}
+
+# NVME_CYCLES connects and disconnects, reading the pattern's first 4 KiB
+# back each time.
+cycles() {
+	local i d t0 t1 t2 conn=0 disc=0 n=$1
+	for i in $(seq "$n"); do
+		t0=$(date +%s%N)
+		nvme_connect >"$tmp/cycle" 2>&1 || { echo "cycle $i: connect failed"; cat "$tmp/cycle"; return 1; }
+		d=$(namespace_dev)
+		dd if="$d" of="$tmp/block" bs=4k count=1 iflag=direct status=none &&
+			cmp -n 4096 "$tmp/pattern" "$tmp/block" || { echo "cycle $i: $d read back wrong"; return 1; }
+		t1=$(date +%s%N)
+		nvme_disconnect || { echo "cycle $i: disconnect failed"; return 1; }
+		t2=$(date +%s%N)
+		conn=$((conn + t1 - t0)) disc=$((disc + t2 - t1))
+	done
+	echo "$n cycles: connect and read $((conn / 1000000)) ms, disconnect $((disc / 1000000)) ms in all"
+}
+
+target_teardown() {
+	local s=$NVMET/subsystems/$NQN p=$NVMET/ports/1
+	[ -L "$p/subsystems/$NQN" ] && rm "$p/subsystems/$NQN"
+	[ -d "$p" ] && rmdir "$p"
+	if [ -d "$s" ]; then
+		echo 0 >"$s/namespaces/1/enable"
+		rmdir "$s/namespaces/1" && rmdir "$s"
+	fi
+	return 0
+}
+
+# Everything undone, in order; each module must unload.
+teardown_steps() {
+	local m
+	no_controller || nvme disconnect -n $NQN >/dev/null
+	WAIT_SECONDS=30 wait_for no_controller || { echo "controller still there"; return 1; }
+	target_teardown || return 1
+	for m in nvme_rdma nvme_fabrics nvmet_rdma nvmet null_blk; do
+		if module_loaded $m && ! rmmod $m; then
+			echo "rmmod $m failed"
+			return 1
+		fi
+	done
+	rdma link del $DEV || return 1
+	ip link del $VETH || return 1
+	rmmod "$1"
+}
+
+cleanup() {
+	teardown_steps "${DRV:-}" >/dev/null 2>&1
+	ip link del $VETH 2>/dev/null
+	unload_all
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+kernel_log_clean() {
+	local out
+	out=$(log_since "$MARKER" | grep -E "$BAD_LOG")
+	[ -z "$out" ] || { printf '%s\n' "$out"; return 1; }
+}
+
+# Runs the check "$DRV: $1" (the command "${@:2}"), its output as comments,
+# or fails it with the reason in NOT_RUN.
+step() {
+	local desc="$DRV: $1" start=$SECONDS rc
+	shift
+	if [ -n "$NOT_RUN" ]; then
+		echo "# not run: $NOT_RUN"
+		ktap_test_fail "$desc"
+		return 1
+	fi
+	"$@" >"$tmp/step" 2>&1
+	rc=$?
+	sed 's/^/# /' "$tmp/step"
+	echo "# $((SECONDS - start)) s"
+	if [ $rc -eq 0 ]; then
+		ktap_test_pass "$desc"
+	else
+		ktap_test_fail "$desc"
+	fi
+	return $rc
+}
+
+run_driver() {
+	DRV=$1
+	NOT_RUN=
+	MARKER="rxe_rust_nvme: start $DRV $$"
+	echo "$MARKER" >/dev/kmsg
+	unload_all
+	step "set up: $DEV on $VETH, nvmet exporting a null_blk over rdma on $IP4:$SVC" setup "$DRV" ||
+		NOT_RUN="the set-up failed"
+	SENT0=$(counter sent_pkts 2>/dev/null) RCVD0=$(counter rcvd_pkts 2>/dev/null)
+	step "nvme connect -t rdma: a controller for $NQN and its namespace" connect_check ||
+		NOT_RUN="nvme connect failed"
+	step "$DATA_MIB MiB written and read back through the host, O_DIRECT, identical" data_roundtrip
+	step "the target's null_blk holds the bytes the host wrote" target_holds
+	step "$DEV's sent_pkts and rcvd_pkts moved by the data's packets" counters_moved
+	step "nvme disconnect: the controller goes" nvme_disconnect
+	local n=$NVME_CYCLES
+	[ "$DRV" = $RXE_C ] && n=$NVME_C_CYCLES
+	step "$n connect/disconnect cycles, each reading back a block" cycles $n
+	NOT_RUN=
+	step "teardown: target removed, nvme and null_blk modules, $DEV and $DRV unloaded" \
+		teardown_steps "$DRV"
+	check "$DRV: no kernel warning" kernel_log_clean
+}
+
+ktap_print_header
+ktap_set_plan $((CHECKS * ${#DRIVERS[@]}))
+if ! command -v nvme >/dev/null; then
+	# Every check fails: a test that cannot run is a failure, not a skip.
+	for drv in "${DRIVERS[@]}"; do
+		for i in $(seq $CHECKS); do
+			ktap_test_fail "$drv: nvme-cli is not installed (scripts/install-deps installs it)"
+		done
+	done
+	ktap_finished
+fi
+for drv in "${DRIVERS[@]}"; do
+	run_driver "$drv"
+done
+ktap_finished
