@@ -1,0 +1,182 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# The hostile network: rxe_rust_fuzz (random and mutated RoCEv2 packets:
+# bit flips, truncation, every opcode with every header length, valid ICRC
+# on wrong PSNs, QP numbers and R_Keys, oversized payloads) sent from B into
+# UDP 4791 of rxeA over the veth of rxe_rust_veth.sh (whose set-up and
+# helpers this sources), rdma_rxe_rust only (the C driver has no drop
+# counters to check).
+# - First FUZZ_QUIET packets while A has no queue pair: none may reach a
+#   transport (rcvd_pkts stays), and each must show in a drop counter, the
+#   optional drop_* counters of rxeA (or, if the veth's backlog overflowed,
+#   in the network stack's dropped count of /proc/net/softnet_stat): the
+#   counters together move by exactly what was sent.
+# - Then FUZZ_COUNT packets while rxe_rust_bulk.py writes and reads back
+#   BULK_MIB MiB across, again and again until the tool is done, the first
+#   run's queue pair in A named to the tool as a live target. Every run must
+#   read back what it wrote; the packets that can only be dropped must all
+#   show in the counters.
+# - Then ibv_rc_pingpong across still works, and the kernel log is clean
+#   (and kmemleak's scan at the end of the selftest run covers leaks).
+#
+# Usage: rxe_rust_fuzz.sh
+
+RXE_VETH_HELPERS=1 source "$(dirname "$0")/rxe_rust_veth.sh"
+
+FUZZ_SRC=$(dirname "$0")/rxe_rust_fuzz.c
+# On the debug kernel under TCG a datagram costs about a millisecond: 10^6
+# take a quarter of an hour, more than CI's budget leaves, so make test sends
+# 5 * 10^4 (FUZZ_COUNT=1000000 for the full run).
+FUZZ_QUIET=${FUZZ_QUIET:-16000}
+FUZZ_COUNT=${FUZZ_COUNT:-50000}
+# The live classes (to the bulk transfer's queue pair) in one round in this
+# many: each of those may have the bulk's requester go back.
+FUZZ_LIVE_EVERY=16
+BULK_MIB=4
+BULK_RUN_TIMEOUT=300
+DRV=$RXE_RUST
+DROP_COUNTERS="drop_no_memory drop_network_header drop_udp_length drop_truncated
+	drop_malformed drop_icrc drop_not_ours drop_no_qp drop_qp_gone drop_busy
+	drop_qp_state drop_purge drop_transport"
+CHECKS=9
+FUZZ=$tmp/rxe_rust_fuzz
+
+build_tool() {
+	gcc -O2 -Wall -Werror -o "$FUZZ" "$FUZZ_SRC"
+}
+
+enable_drop_counters() {
+	ip netns exec $NS_A rdma statistic set link $DEV_A/1 optional-counters \
+		"$(echo $DROP_COUNTERS | tr ' ' ',')"
+}
+
+# The sum of rxeA's drop counters, as `rdma statistic show` gives them.
+drops() {
+	ip netns exec $NS_A rdma statistic show link $DEV_A/1 | tr ' ' '\n' |
+		awk -v names="$DROP_COUNTERS" '
+			BEGIN { split(names, n, /[ \t\n]+/); for (i in n) want[n[i]] = 1 }
+			want[prev] { sum += $1; seen++ } { prev = $1 }
+			END { if (seen != 13) exit 1; print sum }'
+}
+
+# What the network stack dropped from its backlogs (all CPUs).
+softnet_dropped() {
+	local sum=0 processed dropped rest
+	while read -r processed dropped rest; do
+		sum=$((sum + 0x$dropped))
+	done </proc/net/softnet_stat
+	echo $sum
+}
+
+# Runs the tool in B against A's address: fuzz COUNT [ARGS...]; its report
+# goes to $tmp/fuzz.out.
+fuzz() {
+	local n=$1
+	shift
+	ip netns exec $NS_B "$FUZZ" -s $IP4_B -d $IP4_A -n "$n" "$@" >"$tmp/fuzz.out" 2>&1
+}
+
+# The value after the word $1 in the tool's report.
+report() {
+	tr ' ' '\n' <"$tmp/fuzz.out" | awk -v k="$1" 'prev == k { print; exit } { prev = $0 }'
+}
+
+quiet_round() {
+	local d0 s0 r0 d1 s1 r1 sent
+	enable_drop_counters || return 1
+	d0=$(drops) && s0=$(softnet_dropped) && r0=$(counter $DEV_A rcvd_pkts) || return 1
+	fuzz $FUZZ_QUIET -S 1 || { cat "$tmp/fuzz.out"; return 1; }
+	sleep 2
+	d1=$(drops) && s1=$(softnet_dropped) && r1=$(counter $DEV_A rcvd_pkts) || return 1
+	sent=$(report sent)
+	cat "$tmp/fuzz.out"
+	echo "$DEV_A drop counters +$((d1 - d0)), softnet dropped +$((s1 - s0)), rcvd_pkts +$((r1 - r0)); sent $sent"
+	[ "$sent" = "$FUZZ_QUIET" ] && [ $((d1 - d0 + s1 - s0)) -eq "$sent" ] && [ "$r1" -eq "$r0" ]
+}
+
+# The first RTS RC queue pair in A, as QPN:RQ_PSN:SQ_PSN.
+live_qp() {
+	ip netns exec $NS_A rdma resource show qp link $DEV_A/1 |
+		awk '/type RC/ && /state RTS/ {
+			for (i = 1; i < NF; i++) v[$i] = $(i + 1)
+			print v["lqpn"] ":" v["rq-psn"] ":" v["sq-psn"]; exit }'
+}
+
+# Bulk transfers across, one after the other while $tmp/fuzzing exists (at
+# least one); each run's result in $tmp/bulk.N.
+bulk_loop() {
+	local i=0
+	while :; do
+		i=$((i + 1))
+		RUN_TIMEOUT=$BULK_RUN_TIMEOUT across -x "$GA4" "$GB4" "$BULK" -s $((BULK_MIB << 20)) \
+			>"$tmp/bulk.$i" 2>&1
+		echo "exit $?" >>"$tmp/bulk.$i"
+		[ -e "$tmp/fuzzing" ] || break
+	done
+}
+
+live_round() {
+	local bpid q d0 s0 d1 s1 must i runs=0 bad=0 deadline
+	d0=$(drops) && s0=$(softnet_dropped) || return 1
+	rm -f "$tmp"/bulk.*
+	touch "$tmp/fuzzing"
+	bulk_loop &
+	bpid=$!
+	deadline=$((SECONDS + 60))
+	while [ -z "$q" ] && [ $SECONDS -lt $deadline ] && alive $bpid; do
+		sleep 0.5
+		q=$(live_qp)
+	done
+	[ -n "$q" ] || { rm -f "$tmp/fuzzing"; wait $bpid; echo "no live queue pair in $NS_A"; cat "$tmp"/bulk.*; return 1; }
+	echo "live queue pair in $NS_A (QPN:RQ_PSN:SQ_PSN): $q"
+	fuzz $FUZZ_COUNT -S 2 -q "$q" -l $FUZZ_LIVE_EVERY
+	local frc=$?
+	rm -f "$tmp/fuzzing"
+	wait $bpid
+	sleep 2
+	d1=$(drops) && s1=$(softnet_dropped) || return 1
+	cat "$tmp/fuzz.out"
+	for i in "$tmp"/bulk.*; do
+		runs=$((runs + 1))
+		tail -n 1 "$i" | grep -qx 'exit 0' || { bad=$((bad + 1)); sed 's/^/bulk| /' "$i"; }
+	done
+	must=$(report must_drop)
+	echo "$runs bulk runs of $BULK_MIB MiB, $bad failed"
+	echo "$DEV_A drop counters +$((d1 - d0)), softnet dropped +$((s1 - s0)); must be dropped: $must"
+	[ $frc -eq 0 ] && [ "$(report sent)" = "$FUZZ_COUNT" ] && [ $bad -eq 0 ] && [ $runs -ge 1 ] &&
+		[ $((d1 - d0 + s1 - s0)) -ge "$must" ]
+}
+
+ktap_print_header
+ktap_set_plan $CHECKS
+MARKER="rxe_rust_fuzz: start $$"
+echo "$MARKER" >/dev/kmsg
+TIMEOUTS=0
+NOT_RUN=
+fails=$KTAP_CNT_FAIL
+run_check "the packet tool builds" build_tool
+[ "$KTAP_CNT_FAIL" != "$fails" ] && NOT_RUN="no packet tool"
+teardown
+run_check "set up $DEV_A and $DEV_B over the veth" bounded 120 setup $DRV
+[ -z "$NOT_RUN" ] && [ "$KTAP_CNT_FAIL" != "$fails" ] && NOT_RUN="the set-up failed"
+run_check "RoCE v2 GIDs on both devices" find_gids
+[ -z "$NOT_RUN" ] && [ "$KTAP_CNT_FAIL" != "$fails" ] && NOT_RUN="no GID index"
+run_check "$FUZZ_QUIET hostile packets with no queue pair: none reaches a transport, each one in a drop counter" \
+	quiet_round
+RUN_TIMEOUT=1800 run_check \
+	"$FUZZ_COUNT hostile packets while $BULK_MIB MiB WRITE then READ runs across: every run reads back what it wrote, the certain drops all counted" \
+	live_round
+# The bulk runs took TCP ports in a subshell: the next ones start past them.
+PORT=$((PORT + 1000))
+run_check "ibv_rc_pingpong -c across afterwards" \
+	across -g "$GA4" "$GB4" ibv_rc_pingpong -c -s 4096 -n $ITERS
+run_check "$DEV_A and $DEV_B still listed" bash -c "rdma dev show $DEV_A && rdma dev show $DEV_B"
+NOT_RUN=
+[ -n "$WEDGED" ] && NOT_RUN="a process is stuck in the kernel"
+run_check "rdma link del, ip netns del, rmmod $DRV" \
+	bounded 120 bash -c "rdma link del $DEV_A && rdma link del $DEV_B &&
+		ip netns del $NS_A && ip netns del $NS_B && rmmod $DRV"
+teardown
+kernel_log_clean
+ktap_finished
