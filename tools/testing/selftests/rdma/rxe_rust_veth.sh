@@ -60,14 +60,15 @@ BULK_SIZE=$((4 << 20))
 # 4 KiB work requests, as ib_read_bw -s 4096 above: both drivers.
 BULK_CHUNK=$((4 << 10))
 BULK_TIMEOUT=300
-# Then 64 MiB in 1 MiB work requests, rdma_rxe_rust only: rdma_rxe, which
+# Then 16 MiB in 1 MiB work requests, rdma_rxe_rust only: rdma_rxe, which
 # answers every loss with a go-back-N retry of all it has in flight, took
-# 184 s for 4 MiB of 1 MiB READs on this wire (so about 50 minutes for
-# this). It runs with jumbo frames (LARGE_NETDEV_MTU, path MTU LARGE_MTU):
+# 184 s for 4 MiB of 1 MiB READs on this wire (so about 12 minutes for
+# this). (It was 64 MiB, about 200 s: cut to fit CI's time; 256 MiB
+# regions are covered on loopback by rxe_rust_traffic.py.) It runs with jumbo frames (LARGE_NETDEV_MTU, path MTU LARGE_MTU):
 # on the debug kernel each packet costs milliseconds (16 MiB each way took
 # 234 s at path MTU 1024 over this wire, 96 s without netem; one boot, 2
 # vCPUs), and at 4096 there are a quarter as many.
-LARGE_SIZE=$((64 << 20))
+LARGE_SIZE=$((16 << 20))
 LARGE_CHUNK=$((1 << 20))
 LARGE_TIMEOUT=1200
 LARGE_NETDEV_MTU=9000
@@ -85,7 +86,7 @@ MCAST_GROUP=239.77.0.1
 MCAST_MSGS=20
 MCAST_SIZE=1000
 # Checks per driver (the plan is fixed: every check prints its line).
-CHECKS=38
+CHECKS=36
 # rxe_rust_capture.py, and the opcodes the capture must hold: RC SEND
 # FIRST/MIDDLE/LAST/ONLY, RDMA WRITE FIRST/MIDDLE/LAST/ONLY, READ request
 # and responses FIRST/MIDDLE/LAST/ONLY, ACK, atomic ACK, CMP_SWAP,
@@ -633,12 +634,16 @@ run_driver() {
 		else
 			ga=$GA6 gb=$GB6
 		fi
-		run_check "ibv_rc_pingpong -s 1 over the $fam GID" \
-			across -g "$ga" "$gb" ibv_rc_pingpong -c -s 1 -n $ITERS
+		# One-packet messages over IPv4 only: the address family changes
+		# the headers, not how a message is cut into packets.
+		if [ $fam = IPv4 ]; then
+			run_check "ibv_rc_pingpong -s 1 over the $fam GID" \
+				across -g "$ga" "$gb" ibv_rc_pingpong -c -s 1 -n $ITERS
+			run_check "ibv_uc_pingpong -s 1 over the $fam GID" \
+				across -g "$ga" "$gb" ibv_uc_pingpong -c -s 1 -n $ITERS
+		fi
 		run_check "ibv_rc_pingpong -s 4096 over the $fam GID" \
 			across -g "$ga" "$gb" ibv_rc_pingpong -c -s 4096 -n $ITERS
-		run_check "ibv_uc_pingpong -s 1 over the $fam GID" \
-			across -g "$ga" "$gb" ibv_uc_pingpong -c -s 1 -n $ITERS
 		run_check "ibv_uc_pingpong -s 4096 over the $fam GID" \
 			across -g "$ga" "$gb" ibv_uc_pingpong -c -s 4096 -n $ITERS
 		run_check "ibv_ud_pingpong -s 1024 over the $fam GID" \
@@ -709,7 +714,7 @@ run_driver() {
 		"$((BULK_SIZE >> 20)) MiB RDMA WRITE then READ in $((BULK_CHUNK >> 10)) KiB work requests over the lossy wire, compared byte for byte" \
 		across -x "$GA4" "$GB4" "$BULK" -s $BULK_SIZE -c $BULK_CHUNK
 	if [ "$DRV" = "$RXE_C" ]; then
-		ktap_test_skip "$DRV: $((LARGE_SIZE >> 20)) MiB RDMA WRITE then READ over the lossy wire (rdma_rxe would take about 50 minutes)"
+		ktap_test_skip "$DRV: $((LARGE_SIZE >> 20)) MiB RDMA WRITE then READ over the lossy wire (rdma_rxe would take about 12 minutes)"
 	else
 		RUN_TIMEOUT=$LARGE_TIMEOUT run_check \
 			"$((LARGE_SIZE >> 20)) MiB RDMA WRITE then READ in $((LARGE_CHUNK >> 20)) MiB work requests over the lossy wire at path MTU $LARGE_MTU, compared byte for byte" \
