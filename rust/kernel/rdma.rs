@@ -166,17 +166,24 @@ pub fn udp_sport(flow_label: u32, lqpn: u32, rqpn: u32) -> u16 {
     unsafe { crate::bindings::rdma_get_udp_sport(flow_label, lqpn, rqpn) }
 }
 
-/// Returns the RDMA core's unbound workqueue for completion processing (`ib_comp_unbound_wq`).
+/// Returns the RDMA core's unbound workqueue for completion processing (`ib_comp_unbound_wq`),
+/// or `None` before the core has allocated it.
 ///
 /// It has a rescuer (`WQ_MEM_RECLAIM`), so work queued there makes progress under memory
 /// pressure too, and the storage drivers above RDMA (NVMe over RDMA, iSER, SRP), whose own
 /// workqueues have rescuers, may wait for it. A software RDMA device runs its transport there:
 /// the system workqueues have no rescuer, and the workqueue code warns when a workqueue with a
 /// rescuer waits for one without.
-pub fn comp_unbound_queue() -> &'static crate::workqueue::Queue {
-    // SAFETY: The abstractions are built in with the RDMA core (`INFINIBAND=y`), whose
-    // `subsys_initcall` allocates `ib_comp_unbound_wq` before any driver module loads or any
-    // built-in driver initialises; the core never destroys it once it initialised (its exit
-    // does not run when built in). The pointer is only read here.
-    unsafe { crate::workqueue::Queue::from_raw(bindings::ib_comp_unbound_wq) }
+pub fn comp_unbound_queue() -> Option<&'static crate::workqueue::Queue> {
+    // SAFETY: Only read here. The abstractions are built in with the RDMA core
+    // (`INFINIBAND=y`), whose `fs_initcall` allocates the workqueue; the core never destroys
+    // one it initialised with (its exit does not run when built in). It destroys it, leaving
+    // the pointer, only when its own initialisation fails after allocating it, and then no RDMA
+    // device can be registered, so no device's work reaches it.
+    let wq = unsafe { bindings::ib_comp_unbound_wq };
+    if wq.is_null() {
+        return None;
+    }
+    // SAFETY: As above, a workqueue allocated by the core lives as long as the kernel.
+    Some(unsafe { crate::workqueue::Queue::from_raw(wq) })
 }

@@ -570,17 +570,36 @@ pub(crate) unsafe extern "C" fn alloc_hw_port_stats<T: Driver>(
     _ibdev: *mut bindings::ib_device,
     _port: u32,
 ) -> *mut bindings::rdma_hw_stats {
+    // The core's sysfs code skips optional counters only after the regular ones (it warns and
+    // shows wrong values otherwise): a table that mixes them is refused, and so is the device.
+    if !StatDesc::optional_last(T::HW_STATS) {
+        pr_err!("rdma: optional port counters must come after the others\n");
+        return core::ptr::null_mut();
+    }
     let Ok(n) = c_int::try_from(T::HW_STATS.len()) else {
         return core::ptr::null_mut();
     };
     // SAFETY: The descriptor table is static; the core frees the result.
-    unsafe {
+    let stats = unsafe {
         bindings::rdma_alloc_hw_stats_struct(
             StatDesc::as_raw(T::HW_STATS),
             n,
             bindings::RDMA_HW_STATS_DEFAULT_LIFESPAN as crate::ffi::c_ulong,
         )
+    };
+    if stats.is_null() {
+        return stats;
     }
+    // Optional counters start hidden: the core starts with every counter enabled.
+    let bits = crate::ffi::c_ulong::BITS as usize;
+    for (i, desc) in T::HW_STATS.iter().enumerate() {
+        if desc.is_optional() {
+            // SAFETY: `rdma_alloc_hw_stats_struct` returned `stats` with an `is_disabled` bitmap
+            // of `BITS_TO_LONGS(n)` words, `i < n`, and nothing else can see `stats` yet.
+            unsafe { *(*stats).is_disabled.add(i / bits) |= 1 << (i % bits) };
+        }
+    }
+    stats
 }
 
 /// The `get_hw_stats` op.

@@ -6,8 +6,8 @@
 //! values array from that table and asks the driver to fill it on each read (at most once per
 //! lifespan, 10 ms).
 //!
-//! An optional counter ([`StatDesc::optional`]) is counted all the time but shown only once a
-//! user enables it (`rdma statistic set link DEV/PORT optional-counters NAME,...`): sysfs and the
+//! An optional counter ([`StatDesc::optional`]) comes after the regular ones; it is counted all
+//! the time but shown only once a user enables it (`rdma statistic set link DEV/PORT optional-counters NAME,...`): sysfs and the
 //! default `rdma statistic show` keep the counters every driver of the kind has.
 
 use crate::{
@@ -50,16 +50,33 @@ impl StatDesc {
         })
     }
 
+    /// Returns whether the counter is optional.
+    pub(crate) const fn is_optional(&self) -> bool {
+        self.0.flags & bindings::ib_stat_flag_IB_STAT_FLAG_OPTIONAL != 0
+    }
+
     /// Returns whether some counter of `table` is optional.
     pub(crate) const fn any_optional(table: &[StatDesc]) -> bool {
         let mut i = 0;
         while i < table.len() {
-            if table[i].0.flags & bindings::ib_stat_flag_IB_STAT_FLAG_OPTIONAL != 0 {
+            if table[i].is_optional() {
                 return true;
             }
             i += 1;
         }
         false
+    }
+
+    /// Returns whether no regular counter of `table` comes after an optional one.
+    pub(crate) const fn optional_last(table: &[StatDesc]) -> bool {
+        let mut i = 1;
+        while i < table.len() {
+            if table[i - 1].is_optional() && !table[i].is_optional() {
+                return false;
+            }
+            i += 1;
+        }
+        true
     }
 
     /// Returns the descriptors of `table` as the C array the core expects.

@@ -87,9 +87,17 @@ use kernel::{
         NSEC_PER_JIFFY, //
     },
     workqueue::{
+        self,
+        Queue,
         WorkItem, //
     },
 };
+
+/// Returns the workqueue of the queue pairs' runs and timers: the RDMA core's unbound one, which
+/// has a rescuer, or the system's before the core has allocated it (never, once a device exists).
+pub(crate) fn work_queue() -> &'static Queue {
+    rdma::comp_unbound_queue().unwrap_or_else(workqueue::system_dfl)
+}
 
 /// Packets one run of a queue pair may emit from its send queue; it runs again after.
 const SEND_BUDGET: usize = 64;
@@ -669,7 +677,7 @@ impl QpShared {
         if !inbox.dying {
             // Already queued is fine: that run will see what was just added. The clone that
             // comes back is not the last reference: the caller holds one.
-            let _ = rdma::comp_unbound_queue().enqueue::<Arc<Self>, RUN>(Arc::from(this));
+            let _ = work_queue().enqueue::<Arc<Self>, RUN>(Arc::from(this));
         }
     }
 
@@ -796,7 +804,7 @@ impl QpShared {
         let orphaned = inbox.in_softirq && inbox.kicked && inbox.doorbells_waiting == 0;
         if !inbox.dying && (!inbox.running || orphaned) {
             // As in `schedule`.
-            let _ = rdma::comp_unbound_queue().enqueue::<Arc<Self>, RUN>(Arc::from(this));
+            let _ = work_queue().enqueue::<Arc<Self>, RUN>(Arc::from(this));
         }
     }
 
@@ -911,7 +919,7 @@ impl QpShared {
 
     /// One run: received packets, expired timers, then the send queue.
     fn run_once(self: &Arc<Self>, transport: &mut Option<KBox<Transport>>, ctx: Context) -> RunEnd {
-        let (mut packets, kicked, due) = {
+        let (mut packets, kicked, due, dying) = {
             let mut inbox = self.inbox.lock();
             inbox.running = true;
             inbox.in_softirq = ctx == Context::Softirq;
@@ -922,6 +930,7 @@ impl QpShared {
                 // leaves the note for it.
                 ctx != Context::Softirq && core::mem::take(&mut inbox.kicked),
                 core::mem::take(&mut inbox.due),
+                inbox.dying,
             )
         };
         let mut end = RunEnd {
@@ -934,8 +943,14 @@ impl QpShared {
         };
         // Reset or going: what waited is dropped, as by a port that is down.
         let Some(t) = transport.as_mut() else {
+            // RESET and INIT have no transport yet: not in a state to receive.
+            let why = if dying {
+                DropReason::Purge
+            } else {
+                DropReason::QpState
+            };
             for pkt in packets.drain_all() {
-                self.dropped(DropReason::Purge, pkt);
+                self.dropped(why, pkt);
             }
             drop_unallocated(core::mem::replace(&mut end.batch, packets));
             return end;
@@ -1130,6 +1145,20 @@ impl QpShared {
         self.run.flush();
         let packets = core::mem::take(&mut self.inbox.lock().packets);
         for pkt in packets {
+            self.dropped(DropReason::Purge, pkt);
+        }
+    }
+
+    /// Drops the transport `old`, taken from this queue pair (reset or destroy), and the packets
+    /// it held, counted as purged.
+    pub(crate) fn retire_transport(&self, old: Option<KBox<Transport>>) {
+        let Some(mut t) = old else {
+            return;
+        };
+        for pkt in t.backlog.drain_all() {
+            self.dropped(DropReason::Purge, pkt);
+        }
+        while let Some(pkt) = t.take_first_early() {
             self.dropped(DropReason::Purge, pkt);
         }
     }

@@ -76,7 +76,6 @@ use kernel::{
     new_spinlock_irq, //
     prelude::*,
     rdma::{
-        self,
         ah::AhAttr,
         cq::{
             WcStatus,
@@ -305,7 +304,7 @@ impl QpShared {
     /// Sets the timer to fire in `delay`, replacing the deadline of a pending one.
     pub(crate) fn arm_timer(self: &Arc<Self>, delay: Jiffies) {
         // A pending timer keeps the reference it was set with: the clone comes back, dropped.
-        let _ = rdma::comp_unbound_queue().mod_delayed(self.clone(), delay);
+        let _ = crate::engine::work_queue().mod_delayed(self.clone(), delay);
     }
 
     /// Returns the state.
@@ -1082,7 +1081,7 @@ impl RxeQp {
         } else if next == QpState::Reset {
             // Dropped after the unlock.
             let old = shared.transport.lock().take();
-            drop(old);
+            shared.retire_transport(old);
             shared.discard();
         } else if next == QpState::Rts && cur != QpState::Rts {
             // WQEs posted while the queue pair could not send (SQD; a user post before RTS,
@@ -1119,7 +1118,7 @@ impl RxeQp {
         self.shared.drain();
         // Waits for a run that is using it; dropped after the unlock.
         let old = self.shared.transport.lock().take();
-        drop(old);
+        self.shared.retire_transport(old);
         // Only a run with the transport sets the timer: a pending one fires now and schedules
         // nothing. The number leaves the table (after a grace period) when `RxeQp` drops.
         self.shared.stop();

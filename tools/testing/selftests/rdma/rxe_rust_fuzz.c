@@ -243,9 +243,10 @@ static size_t datagram(uint8_t *d, unsigned long i, int *cls)
 	case 1:
 	case 2:
 	case 4:
-		n = well_formed(p, no_qpn(), rnd(), rnd(), 256);
-		if (k == 1 || k == 2)
-			bth(p, p[0], nlive ? live_qpn[l] : no_qpn(), rnd());
+		n = well_formed(p, no_qpn(), rq, sq, 256);
+		/* Cut or flipped, a packet to the live QP keeps PSNs it could not accept. */
+		if (nlive && (k == 1 || k == 2))
+			p[4] = 0, p[5] = live_qpn[l] >> 16, p[6] = live_qpn[l] >> 8, p[7] = live_qpn[l];
 		break;
 	case 3:
 		bth(p, (i / CLASSES) & 0xff, no_qpn(), rnd());
@@ -288,14 +289,22 @@ static size_t datagram(uint8_t *d, unsigned long i, int *cls)
 		n += 4;
 	}
 	if (k == 1) {
+		/* One to three distinct bits (two flips of one bit would cancel). */
+		size_t bits[3];
 		int flips = 1 + rnd() % 3;
 
-		while (flips--) {
-			size_t at = rnd() % n;
+		for (int f = 0; f < flips; f++) {
+			int dup;
 
-			if (at == 4)
-				at = 5;
-			p[at] ^= 1 << (rnd() % 8);
+			do {
+				bits[f] = rnd() % (n * 8);
+				if (bits[f] / 8 == 4)	/* the byte the ICRC masks */
+					bits[f] += 8;
+				dup = 0;
+				for (int g = 0; g < f; g++)
+					dup |= bits[g] == bits[f];
+			} while (dup);
+			p[bits[f] / 8] ^= 1 << (bits[f] % 8);
 		}
 	}
 	if (k == 2)
@@ -396,11 +405,14 @@ int main(int argc, char **argv)
 				fwrite(bufs[j], 1, l, dump);
 			}
 		}
+		int retries = 0;
+
 		while (done < n) {
 			int r = sendmmsg(fd, msgs + done, n - done, 0);
 
 			if (r < 0) {
-				if (errno == ENOBUFS || errno == EAGAIN || errno == EINTR) {
+				if ((errno == ENOBUFS || errno == EAGAIN || errno == EINTR) &&
+				    ++retries < 10000) {
 					usleep(1000);
 					continue;
 				}

@@ -13,8 +13,9 @@
 #   in the network stack's dropped count of /proc/net/softnet_stat): the
 #   counters together move by exactly what was sent.
 # - Then FUZZ_COUNT packets while rxe_rust_bulk.py writes and reads back
-#   BULK_MIB MiB across, again and again until the tool is done, the first
-#   run's queue pair in A named to the tool as a live target. Every run must
+#   BULK_MIB MiB across, again and again until the tool is done, the queue
+#   pair in A of the run of the moment named to the tool as a live target
+#   (looked up before each chunk of FUZZ_CHUNK packets). Every run must
 #   read back what it wrote; the packets that can only be dropped must all
 #   show in the counters.
 # - Then ibv_rc_pingpong across still works, and the kernel log is clean
@@ -33,6 +34,8 @@ FUZZ_COUNT=${FUZZ_COUNT:-50000}
 # The live classes (to the bulk transfer's queue pair) in one round in this
 # many: each of those may have the bulk's requester go back.
 FUZZ_LIVE_EVERY=16
+# The live queue pair is looked up again before each chunk of this many.
+FUZZ_CHUNK=5000
 BULK_MIB=4
 BULK_RUN_TIMEOUT=300
 DRV=$RXE_RUST
@@ -116,8 +119,10 @@ bulk_loop() {
 	done
 }
 
+# FUZZ_COUNT packets in chunks of FUZZ_CHUNK, each aimed (classes 5-7) at
+# the bulk run's queue pair of the moment, while bulk_loop runs.
 live_round() {
-	local bpid q d0 s0 d1 s1 must i runs=0 bad=0 deadline
+	local bpid q d0 s0 d1 s1 i runs=0 bad=0 deadline sent=0 must=0 live=0 chunks=0 n frc=0
 	d0=$(drops) && s0=$(softnet_dropped) || return 1
 	rm -f "$tmp"/bulk.*
 	touch "$tmp/fuzzing"
@@ -129,23 +134,29 @@ live_round() {
 		q=$(live_qp)
 	done
 	[ -n "$q" ] || { rm -f "$tmp/fuzzing"; wait $bpid; echo "no live queue pair in $NS_A"; cat "$tmp"/bulk.*; return 1; }
-	echo "live queue pair in $NS_A (QPN:RQ_PSN:SQ_PSN): $q"
-	fuzz $FUZZ_COUNT -S 2 -q "$q" -l $FUZZ_LIVE_EVERY
-	local frc=$?
+	while [ $sent -lt "$FUZZ_COUNT" ]; do
+		n=$((FUZZ_COUNT - sent))
+		[ $n -gt $FUZZ_CHUNK ] && n=$FUZZ_CHUNK
+		q=$(live_qp)
+		chunks=$((chunks + 1))
+		[ -n "$q" ] && live=$((live + 1))
+		fuzz $n -S $((2 + chunks)) ${q:+-q "$q"} -l $FUZZ_LIVE_EVERY || { frc=1; cat "$tmp/fuzz.out"; }
+		[ "$(report sent)" = $n ] || { echo "chunk $chunks: $(report sent) of $n sent"; frc=1; break; }
+		sent=$((sent + n)) must=$((must + $(report must_drop)))
+	done
 	rm -f "$tmp/fuzzing"
 	wait $bpid
 	sleep 2
 	d1=$(drops) && s1=$(softnet_dropped) || return 1
-	cat "$tmp/fuzz.out"
 	for i in "$tmp"/bulk.*; do
 		runs=$((runs + 1))
 		tail -n 1 "$i" | grep -qx 'exit 0' || { bad=$((bad + 1)); sed 's/^/bulk| /' "$i"; }
 	done
-	must=$(report must_drop)
+	echo "sent $sent in $chunks chunks, $live of them at a live queue pair (the last: $q)"
 	echo "$runs bulk runs of $BULK_MIB MiB, $bad failed"
 	echo "$DEV_A drop counters +$((d1 - d0)), softnet dropped +$((s1 - s0)); must be dropped: $must"
-	[ $frc -eq 0 ] && [ "$(report sent)" = "$FUZZ_COUNT" ] && [ $bad -eq 0 ] && [ $runs -ge 1 ] &&
-		[ $((d1 - d0 + s1 - s0)) -ge "$must" ]
+	[ $frc -eq 0 ] && [ $sent -eq "$FUZZ_COUNT" ] && [ $live -ge 1 ] && [ $bad -eq 0 ] &&
+		[ $runs -ge 1 ] && [ $((d1 - d0 + s1 - s0)) -ge "$must" ]
 }
 
 ktap_print_header

@@ -205,7 +205,7 @@ teardown_steps() {
 }
 
 cleanup() {
-	teardown_steps "${DRV:-}" >/dev/null 2>&1
+	[ -n "${DRV:-}" ] && teardown_steps "$DRV" >/dev/null 2>&1
 	ip link del $VETH 2>/dev/null
 	unload_all
 	rm -rf "$tmp"
@@ -250,7 +250,7 @@ run_driver() {
 		NOT_RUN="the set-up failed"
 	SENT0=$(counter sent_pkts 2>/dev/null) RCVD0=$(counter rcvd_pkts 2>/dev/null)
 	step "nvme connect -t rdma: a controller for $NQN and its namespace" connect_check ||
-		NOT_RUN="nvme connect failed"
+		NOT_RUN=${NOT_RUN:-nvme connect failed}
 	step "$DATA_MIB MiB written and read back through the host, O_DIRECT, identical" data_roundtrip
 	step "the target's null_blk holds the bytes the host wrote" target_holds
 	step "$DEV's sent_pkts and rcvd_pkts moved by the data's packets" counters_moved
