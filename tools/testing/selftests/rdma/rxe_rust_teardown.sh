@@ -22,6 +22,9 @@
 # ibv_rc_pingpong, which starts in a fraction of perftest's time.
 #
 # Usage: rxe_rust_teardown.sh
+#
+# NOT RUN YET (session 32 wrote it while CI ran): not executable, so the
+# selftest run skips it, until it has passed in the VM (chmod +x then).
 
 RXE_VETH_HELPERS=1 source "$(dirname "$0")/rxe_rust_veth.sh"
 
