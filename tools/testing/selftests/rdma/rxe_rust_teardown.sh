@@ -101,6 +101,16 @@ traffic_start() {
 	return 1
 }
 
+# The removal of kind $1, as the checks name it.
+removal_name() {
+	case $1 in
+	link) echo "rdma link del" ;;
+	netdev) echo "ip link del" ;;
+	netns) echo "ip netns del" ;;
+	rmmod) echo "rmmod" ;;
+	esac
+}
+
 # The removal of kind $1 as a command.
 removal_cmd() {
 	case $1 in
@@ -129,9 +139,11 @@ removed() {
 
 # One round of kind $1: set-up, traffic, the removal under it, the check.
 round() {
-	local kind=$1 rpid end
+	local kind=$1 rpid end t0=$SECONDS t1 t2
 	bounded 120 ensure_setup || { echo "set-up failed"; return 1; }
+	t1=$SECONDS
 	traffic_start || { stop_all $TRAFFIC_PIDS; return 1; }
+	t2=$SECONDS
 	bash -c "$(removal_cmd "$kind")" >"$tmp/removal" 2>&1 &
 	rpid=$!
 	end=$((SECONDS + REMOVAL_GRACE))
@@ -155,6 +167,7 @@ round() {
 	fi
 	wait $rpid || { echo "'$(removal_cmd "$kind")' failed:"; cat "$tmp/removal"; return 1; }
 	WAIT_SECONDS=30 wait_for removed "$kind" || { echo "not removed"; rdma dev; return 1; }
+	echo "set-up $((t1 - t0)) s, traffic start $((t2 - t1)) s, removal $((SECONDS - t2)) s"
 }
 
 # TEARDOWN_ROUNDS rounds of kind $1; stops at the first that fails.
@@ -167,7 +180,7 @@ rounds() {
 			return 1
 		}
 	done
-	echo "$TEARDOWN_ROUNDS rounds in $((SECONDS - start)) s"
+	echo "$TEARDOWN_ROUNDS rounds in $((SECONDS - start)) s; the last: $(cat "$tmp/round")"
 }
 
 final_teardown() {
@@ -184,7 +197,7 @@ NOT_RUN=
 teardown
 for kind in "${KINDS[@]}"; do
 	[ -n "$WEDGED" ] && NOT_RUN="a process is stuck in the kernel"
-	run_check "$TEARDOWN_ROUNDS rounds of '$(removal_cmd "$kind" | cut -d' ' -f1-3)' under ibv_rc_pingpong" \
+	run_check "$TEARDOWN_ROUNDS rounds of $(removal_name "$kind") under ibv_rc_pingpong" \
 		rounds "$kind"
 done
 NOT_RUN=
