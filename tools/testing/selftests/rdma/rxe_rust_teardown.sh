@@ -51,7 +51,23 @@ ensure_setup() {
 	rdma_dev_exists $DEV_A || ip netns exec $NS_A rdma link add $DEV_A type rxe netdev $VETH_A || return 1
 	rdma_dev_exists $DEV_B || ip netns exec $NS_B rdma link add $DEV_B type rxe netdev $VETH_B || return 1
 	wait_for port_state $DEV_A ACTIVE && wait_for port_state $DEV_B ACTIVE &&
-		find_gids >/dev/null
+		find_gids4
+}
+
+# Sets GA4 and GB4 as find_gids does, waiting for the IPv4 GIDs only (the
+# IPv6 ones take longer to appear, and the rounds do not use them).
+find_gids4() {
+	local tables i
+	for i in $(seq 80); do
+		tables=$(gid_table $DEV_A; gid_table $DEV_B)
+		GA4=$(gid_in "$tables" $DEV_A $GID4_A)
+		GB4=$(gid_in "$tables" $DEV_B $GID4_B)
+		[ -n "$GA4" ] && [ -n "$GB4" ] && return 0
+		sleep 0.25
+	done
+	echo "no RoCE v2 GID of the IPv4 addresses:"
+	printf '%s\n' "$tables"
+	return 1
 }
 
 # The namespaces, the veth and its addresses of setup(), without the module
