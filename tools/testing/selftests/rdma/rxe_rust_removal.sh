@@ -37,73 +37,13 @@ REMOVAL_CHECKS=10
 TRAFFIC_PIDS=
 
 # Starts ib_write_bw -D TRAFFIC_SECONDS from B to A over the IPv4 GIDs in the
-# background (pids in TRAFFIC_PIDS); succeeds once rxeB's sent_pkts has grown
-# by 1000.
+# background (pids in TRAFFIC_PIDS); succeeds once rxeB has sent 1000
+# packets.
 traffic_start() {
-	local port=$((PORT += 1)) spid cpid start deadline now
-	ip netns exec $NS_A ib_write_bw -F -D $TRAFFIC_SECONDS -s 4096 -p $port -d $DEV_A \
-		-x "$GA4" >"$tmp/server" 2>&1 &
-	spid=$!
-	deadline=$((SECONDS + 30))
-	while ! listening $NS_A $port && alive $spid && [ $SECONDS -lt $deadline ]; do
-		sleep 0.1
-	done
-	ip netns exec $NS_B ib_write_bw -F -D $TRAFFIC_SECONDS -s 4096 -p $port -d $DEV_B \
-		-x "$GB4" $IP4_A >"$tmp/client" 2>&1 &
-	cpid=$!
-	TRAFFIC_PIDS="$spid $cpid"
-	start=$(counter $DEV_B sent_pkts) || return 1
-	deadline=$((SECONDS + 30))
-	while [ $SECONDS -lt $deadline ]; do
-		now=$(counter $DEV_B sent_pkts) || return 1
-		if [ $((now - start)) -ge 1000 ]; then
-			echo "$DEV_B sent_pkts: $start -> $now: traffic flows"
-			return 0
-		fi
-		alive $cpid || break
-		sleep 0.2
-	done
-	echo "no traffic: $DEV_B sent_pkts $start -> $(counter $DEV_B sent_pkts)"
-	tail -n 5 "$tmp/server" | sed 's/^/server| /'
-	tail -n 5 "$tmp/client" | sed 's/^/client| /'
-	return 1
-}
-
-# Runs the removal "$@" (through bash -c) while the traffic runs: the
-# programs get REMOVAL_GRACE s, then are stopped; the removal must be done
-# REMOVAL_TIMEOUT s after that. Prints how each ended.
-remove_under_traffic() {
-	local rpid rc end p
-	bash -c "$*" >"$tmp/removal" 2>&1 &
-	rpid=$!
-	end=$((SECONDS + REMOVAL_GRACE))
-	while [ $SECONDS -lt $end ]; do
-		alive $rpid || break
-		sleep 0.2
-	done
-	for p in $TRAFFIC_PIDS; do
-		alive $p && echo "ib_write_bw $p still running after the removal started: stopped"
-	done
-	if ! stop_all $TRAFFIC_PIDS; then
-		STUCK=1
-		return 1
-	fi
-	TRAFFIC_PIDS=
-	end=$((SECONDS + REMOVAL_TIMEOUT))
-	while alive $rpid && [ $SECONDS -lt $end ]; do
-		sleep 0.2
-	done
-	if alive $rpid; then
-		echo "'$*' still running $REMOVAL_TIMEOUT s after the programs were stopped:"
-		proc_state $rpid
-		STUCK=1
-		return 1
-	fi
-	wait $rpid
-	rc=$?
-	echo "'$*': exit $rc"
-	sed 's/^/removal| /' "$tmp/removal"
-	[ $rc -eq 0 ]
+	local port=$((PORT += 1))
+	traffic_run 1000 $port \
+		"ib_write_bw -F -D $TRAFFIC_SECONDS -s 4096 -p $port -d $DEV_A -x $GA4" \
+		"ib_write_bw -F -D $TRAFFIC_SECONDS -s 4096 -p $port -d $DEV_B -x $GB4 $IP4_A"
 }
 
 # The rmmod of driver $1 under traffic: it may refuse (the module is in
