@@ -34,7 +34,6 @@ import sys
 import time
 
 DRIVERS = {"c": "rdma_rxe", "rust": "rdma_rxe_rust"}
-DRIVER_LABEL = {"c": "C", "rust": "Rust"}
 PATHS = ("loopback", "veth")
 REPS = 3
 RUN_TIMEOUT = 120
@@ -508,6 +507,26 @@ def perftest_version():
         return "unknown"
 
 
+def load_driver(drv, baseline):
+    """Loads driver drv; with a baseline, "c" is that build of rdma_rxe_rust."""
+    if drv == "c" and baseline:
+        # modprobe loads what the module needs (insmod does not); the build under test
+        # leaves at once, and the baseline, with the same name, takes its place.
+        sh(["modprobe", DRIVERS["rust"]], check=True)
+        sh(["rmmod", DRIVERS["rust"]], check=True)
+        sh(["insmod", baseline], check=True)
+    else:
+        sh(["modprobe", DRIVERS[drv]], check=True)
+
+
+def names(meta):
+    """The two columns' names: (short, long) for "c" and for "rust"."""
+    if meta.get("baseline"):
+        return (("A", f"A: baseline {os.path.basename(meta['baseline'])}"),
+                ("B", "B: rdma_rxe_rust of this build"))
+    return (("C", "C rdma_rxe"), ("Rust", "Rust rdma_rxe_rust"))
+
+
 def clocksource():
     """Returns the kernel's current clocksource."""
     try:
@@ -534,6 +553,7 @@ def cmd_run(opts):
         "run_timeout": opts.run_timeout,
         "label": opts.label,
         "clocksource": clocksource(),
+        "baseline": opts.baseline,
     }
     log(f"bench: {len(runs)} runs x {opts.reps} reps x {len(opts.drivers)} drivers x "
         f"{len(opts.paths)} paths; kernel {meta['kernel']} ({meta['flavor']}), "
@@ -563,7 +583,7 @@ def cmd_run(opts):
             mod = DRIVERS[drv]
             unload_all()
             try:
-                sh(["modprobe", mod], check=True)
+                load_driver(drv, opts.baseline)
                 eps = setup_devices([p for p in opts.paths if (drv, p) not in state["dead"]])
             except (RuntimeError, subprocess.TimeoutExpired) as e:
                 log(f"bench: {mod}: setup failed: {e}")
@@ -659,16 +679,20 @@ def spread(samples):
 
 def table(summary):
     m = summary["meta"]
-    out = [f"rdma_rxe (C) vs rdma_rxe_rust (Rust), perftest {m['perftest']}, kernel "
+    (a, a_long), (b, b_long) = names(m)
+    title = (f"{a_long} vs {b_long}" if m.get("baseline")
+             else "rdma_rxe (C) vs rdma_rxe_rust (Rust)")
+    out = [f"{title}, perftest {m['perftest']}, kernel "
            f"{m['kernel']} ({m['flavor']}), {m['vcpus']} vCPUs, median of {m['reps']} "
            f"rep(s){', quick' if m.get('quick') else ''}, clocksource "
            f"{m.get('clocksource', '?')}"
            + (f" -> {m['clocksource_end']}"
               if m.get("clocksource_end", m.get("clocksource")) != m.get("clocksource") else ""),
-           "Rust/C: ratio of the medians; '<' marks a figure where Rust is behind "
+           f"{b}/{a}: ratio of the medians; '<' marks a figure where {b} is behind "
            "(lower bandwidth, higher latency). ± is half the spread of the repetitions.",
            ""]
-    hdr = f"{'path':<9} {'figure':<22} {'unit':<7} {'C':>9} {'':>5} {'Rust':>9} {'':>5} {'Rust/C':>7}"
+    hdr = (f"{'path':<9} {'figure':<22} {'unit':<7} {a:>9} {'':>5} {b:>9} {'':>5} "
+           f"{b + '/' + a:>7}")
     out.append(hdr)
     out.append("-" * len(hdr))
     behind = total = 0
@@ -685,14 +709,14 @@ def table(summary):
     out.append("")
     mem = summary["memcpy_mbs"]
     out.append(f"memcpy bound (64 MiB buffers, one CPU): {fmt(mem)} MB/s")
-    out.append(f"Rust behind C on {behind} of {total} figures with both values")
+    out.append(f"{b} behind {a} on {behind} of {total} figures with both values")
     errs = {}
     for f in summary["figures"]:
         for drv in ("c", "rust"):
             if f[drv]["median"] is None and f[drv]["errors"]:
                 errs.setdefault((f["path"], drv, f[drv]["errors"][0]), []).append(f["figure"])
     for (path, drv, err), fl in errs.items():
-        out.append(f"n/a: {DRIVER_LABEL[drv]} {path}: {err} ({len(fl)} figure(s))")
+        out.append(f"n/a: {a if drv == 'c' else b} {path}: {err} ({len(fl)} figure(s))")
     if summary.get("seconds"):
         out.append(f"in-VM run time: {summary['seconds'] / 60:.1f} min")
     return "\n".join(out)
@@ -715,19 +739,25 @@ def svg(summary):
     width, height = cols * pw + 20, top + rows * ph + 20
     color = {"c": "#4c78a8", "rust": "#f58518"}
     m = summary["meta"]
+    (a, a_long), (b, b_long) = names(m)
+    title = (f"{a_long} vs {b_long}" if m.get("baseline")
+             else "rdma_rxe (C) vs rdma_rxe_rust (Rust)")
+    # The legend's second entry after the first one's text (about 8 px a character).
+    x2 = 30 + 8 * len(a_long)
     o = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
          f'font-family="sans-serif" font-size="11">',
          f'<rect width="{width}" height="{height}" fill="white"/>',
-         f'<text x="10" y="20" font-size="15" font-weight="bold">rdma_rxe (C) vs rdma_rxe_rust '
-         f'(Rust): perftest {esc(m["perftest"])}, same VM boot</text>',
+         f'<text x="10" y="20" font-size="15" font-weight="bold">{esc(title)}: '
+         f'perftest {esc(m["perftest"])}, same VM boot</text>',
          f'<text x="10" y="38">kernel {esc(m["kernel"])} ({esc(m["flavor"])}), {m["vcpus"]} '
          f'vCPUs, TCG; bars: median of {m["reps"]} rep(s), dots: repetitions; '
          f'memcpy bound {fmt(summary["memcpy_mbs"])} MB/s; {esc(m["date"])}</text>',
          f'<rect x="10" y="48" width="12" height="12" fill="{color["c"]}"/>'
-         f'<text x="26" y="58">C rdma_rxe</text>',
-         f'<rect x="110" y="48" width="12" height="12" fill="{color["rust"]}"/>'
-         f'<text x="126" y="58">Rust rdma_rxe_rust</text>',
-         '<text x="260" y="58">x: Rust/C ratio of medians; red = Rust behind</text>']
+         f'<text x="26" y="58">{esc(a_long)}</text>',
+         f'<rect x="{x2}" y="48" width="12" height="12" fill="{color["rust"]}"/>'
+         f'<text x="{x2 + 16}" y="58">{esc(b_long)}</text>',
+         f'<text x="{x2 + 36 + 8 * len(b_long)}" y="58">x: {b}/{a} ratio of '
+         f'medians; red = {b} behind</text>']
     for i, (fid, per) in enumerate(figs.items()):
         x0 = 10 + (i % cols) * pw
         y0 = top + (i // cols) * ph
@@ -809,6 +839,9 @@ def add_run_options(ap):
                     help=f"seconds before one perftest run is n/a (default {RUN_TIMEOUT})")
     ap.add_argument("--no-probe", action="store_true",
                     help="do not skip a path whose short probe write fails")
+    ap.add_argument("--baseline", metavar="KO",
+                    help="a build of rdma_rxe_rust (.ko) in the C driver's place: an A/B of two "
+                         "builds in one boot")
 
 
 def fix_options(opts):
