@@ -3,8 +3,9 @@
 //! The engine: each queue pair's transport runs in its own work item, in one context at a
 //! time; different queue pairs run at the same time on different CPUs.
 //!
-//! A queue pair is scheduled (its `run` work item queued on the RDMA core's unbound completion
-//! workqueue, which has a rescuer: NVMe over RDMA waits for it from its own workqueues) when
+//! A queue pair is scheduled (its `run` work item queued on an unbound workqueue: for a kernel
+//! consumer's queue pair, the RDMA core's, which has a rescuer, as NVMe over RDMA waits for it
+//! from its own reclaim workqueues; see [`QpShared::work_queue`]) when
 //! something waits in its [`Inbox`]: packets (from the wire, queued in softirq after an RCU
 //! lookup, or from another queue pair of this device), new send WQEs (the doorbell), or a
 //! timer that fired. A user doorbell runs its own queue pair in the system call, for up to
@@ -93,10 +94,27 @@ use kernel::{
     },
 };
 
-/// Returns the workqueue of the queue pairs' runs and timers: the RDMA core's unbound one, which
-/// has a rescuer, or the system's before the core has allocated it (never, once a device exists).
-pub(crate) fn work_queue() -> &'static Queue {
-    rdma::comp_unbound_queue().unwrap_or_else(workqueue::system_dfl)
+impl QpShared {
+    /// Returns the workqueue of this queue pair's runs and timer.
+    ///
+    /// A kernel consumer's queue pair runs on the RDMA core's unbound queue, which has a
+    /// rescuer: nvme-rdma destroys its queue pairs from its own reclaim workqueues, and
+    /// destroying one flushes its work, which must then be on a reclaim queue too (the
+    /// workqueue code warns otherwise, and under memory pressure it could deadlock). A user
+    /// queue pair is destroyed by a system call or the unregistration of its device, never
+    /// from reclaim, and runs on the system's unbound queue: the core's queue is also
+    /// high-priority, and on it user queue pairs lost much of their 64-byte message rate with
+    /// four queue pairs over a veth (`make bench --baseline`, plain kernel, 2 vCPUs, median of
+    /// 3 in one boot, core's queue against the system's: `ib_send_bw -s 64 -q 4` 22.2 and
+    /// 43.2 kmsg/s, `ib_write_bw -s 64 -q 4` 50.8 and 69.0; the other figures within their
+    /// spread). Before the core has allocated its queue (never, once a device exists), both
+    /// use the system's.
+    pub(crate) fn work_queue(&self) -> &'static Queue {
+        if self.user {
+            return workqueue::system_dfl();
+        }
+        rdma::comp_unbound_queue().unwrap_or_else(workqueue::system_dfl)
+    }
 }
 
 /// Packets one run of a queue pair may emit from its send queue; it runs again after.
@@ -669,15 +687,15 @@ impl Receivers {
 }
 
 impl QpShared {
-    /// Schedules a run of `this` on the RDMA core's unbound workqueue, unless it is being
-    /// destroyed.
+    /// Schedules a run of `this` on its workqueue ([`QpShared::work_queue`]), unless it is
+    /// being destroyed.
     pub(crate) fn schedule(this: ArcBorrow<'_, Self>) {
         // Under the lock `destroy` sets `dying` under: once it is set, nothing is queued.
         let inbox = this.inbox.lock();
         if !inbox.dying {
             // Already queued is fine: that run will see what was just added. The clone that
             // comes back is not the last reference: the caller holds one.
-            let _ = work_queue().enqueue::<Arc<Self>, RUN>(Arc::from(this));
+            let _ = this.work_queue().enqueue::<Arc<Self>, RUN>(Arc::from(this));
         }
     }
 
@@ -804,7 +822,7 @@ impl QpShared {
         let orphaned = inbox.in_softirq && inbox.kicked && inbox.doorbells_waiting == 0;
         if !inbox.dying && (!inbox.running || orphaned) {
             // As in `schedule`.
-            let _ = work_queue().enqueue::<Arc<Self>, RUN>(Arc::from(this));
+            let _ = this.work_queue().enqueue::<Arc<Self>, RUN>(Arc::from(this));
         }
     }
 

@@ -174,7 +174,7 @@ pub(crate) struct QpShared {
     /// (zero): set by `modify_qp` to SQD, cleared by the run that finds nothing outstanding.
     sq_drain: AtomicU32,
     /// Whether user space produces the work requests (through the mapped rings).
-    user: bool,
+    pub(crate) user: bool,
     /// The protection domain (its address: an identity, never dereferenced).
     pub(crate) pd: usize,
     handle: QpHandle,
@@ -207,8 +207,8 @@ pub(crate) struct QpShared {
     /// so a far deadline of one never delays another's.
     #[pin]
     pub(crate) timer: DelayedWork<QpShared>,
-    /// The queue pair's run ([`crate::engine`]): one at a time, on the RDMA core's unbound
-    /// workqueue.
+    /// The queue pair's run ([`crate::engine`]): one at a time, on an unbound workqueue
+    /// ([`QpShared::work_queue`]).
     #[pin]
     pub(crate) run: Work<QpShared, RUN>,
     /// What waits for the run.
@@ -304,7 +304,7 @@ impl QpShared {
     /// Sets the timer to fire in `delay`, replacing the deadline of a pending one.
     pub(crate) fn arm_timer(self: &Arc<Self>, delay: Jiffies) {
         // A pending timer keeps the reference it was set with: the clone comes back, dropped.
-        let _ = crate::engine::work_queue().mod_delayed(self.clone(), delay);
+        let _ = self.work_queue().mod_delayed(self.clone(), delay);
     }
 
     /// Returns the state.
