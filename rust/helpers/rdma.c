@@ -62,3 +62,27 @@ __rust_helper u16 rust_helper_rdma_get_udp_sport(u32 fl, u32 lqpn, u32 rqpn)
 {
 	return rdma_get_udp_sport(fl, lqpn, rqpn);
 }
+
+#ifdef CONFIG_INFINIBAND_ON_DEMAND_PAGING
+
+#include <linux/hmm.h>
+#include <linux/mmu_notifier.h>
+
+__rust_helper bool
+rust_helper_mmu_notifier_range_blockable(const struct mmu_notifier_range *range)
+{
+	return mmu_notifier_range_blockable(range);
+}
+
+__rust_helper void rust_helper_mmu_interval_set_seq(struct mmu_interval_notifier *mni,
+						    unsigned long cur_seq)
+{
+	mmu_interval_set_seq(mni, cur_seq);
+}
+
+__rust_helper struct page *rust_helper_hmm_pfn_to_page(unsigned long hmm_pfn)
+{
+	return hmm_pfn_to_page(hmm_pfn);
+}
+
+#endif

@@ -178,12 +178,9 @@ impl Umem {
     /// Fails with `EINVAL` (copying nothing) unless the whole span is inside the range.
     pub fn read(&self, offset: usize, dst: &mut [u8]) -> Result {
         self.for_each_piece(offset, dst.len(), |va, range| {
-            let Some(d) = dst.get_mut(range) else {
-                return;
-            };
-            // SAFETY: `va` maps `d.len()` bytes of a pinned page of the range (the callback's
-            // contract); `d` is ours.
-            unsafe { core::ptr::copy_nonoverlapping(va, d.as_mut_ptr(), d.len()) };
+            // SAFETY: `va` maps the piece's bytes of a pinned page of the range (the
+            // callback's contract).
+            unsafe { piece_to(dst, va, range) }
         })
     }
 
@@ -197,12 +194,9 @@ impl Umem {
             return Err(EACCES);
         }
         self.for_each_piece(offset, src.len(), |va, range| {
-            let Some(s) = src.get(range) else {
-                return;
-            };
-            // SAFETY: `va` maps `s.len()` bytes of a pinned page of the range (the callback's
-            // contract).
-            unsafe { core::ptr::copy_nonoverlapping(s.as_ptr(), va, s.len()) };
+            // SAFETY: `va` maps the piece's bytes of a pinned page of the range (the
+            // callback's contract).
+            unsafe { piece_from(src, va, range) }
         })
     }
 
@@ -237,6 +231,33 @@ impl Umem {
             pos += chunk;
         }
         Ok(())
+    }
+}
+
+/// Copies a piece of a span, mapped at `va`, to its place `range` in `dst`; nothing if
+/// `range` is not inside `dst`.
+///
+/// # Safety
+///
+/// `va` is valid for reads of `range.len()` bytes that `dst` does not overlap.
+pub(super) unsafe fn piece_to(dst: &mut [u8], va: *const u8, range: core::ops::Range<usize>) {
+    if let Some(d) = dst.get_mut(range) {
+        // SAFETY: `va` is readable for `d.len()` bytes (the function's contract); `d` is ours.
+        unsafe { core::ptr::copy_nonoverlapping(va, d.as_mut_ptr(), d.len()) };
+    }
+}
+
+/// Copies the bytes at `range` of `src` to a piece of a span, mapped at `va`; nothing if
+/// `range` is not inside `src`.
+///
+/// # Safety
+///
+/// `va` is valid for writes of `range.len()` bytes that `src` does not overlap, and they are
+/// plain data that nothing else relies on (user memory the device may write).
+pub(super) unsafe fn piece_from(src: &[u8], va: *mut u8, range: core::ops::Range<usize>) {
+    if let Some(s) = src.get(range) {
+        // SAFETY: `va` is writable for `s.len()` bytes (the function's contract).
+        unsafe { core::ptr::copy_nonoverlapping(s.as_ptr(), va, s.len()) };
     }
 }
 
