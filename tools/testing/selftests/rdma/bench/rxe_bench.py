@@ -42,6 +42,8 @@ PROBE_TIMEOUT = 30
 # that path is recorded n/a without running (a driver that cannot do the
 # path would otherwise cost a time-out per figure).
 MAX_FAILS_IN_A_ROW = 3
+# A profiled run has this many times the iterations of a measured one.
+PROFILE_SCALE = 10
 
 # veth path: namespaces, interfaces, addresses, RDMA devices.
 NS = ("rxbench_a", "rxbench_b")
@@ -449,6 +451,53 @@ class Runner:
                 state["in_a_row"][(drv, path)] = 0
                 shown = ", ".join(f"{k} {vals[k]:.2f}" for _, k, _, _ in run.figures())
                 self.progress(f"{drv} {path} {run.id} rep {rep + 1}: {shown} ({secs:.1f} s)")
+                if self.opts.profile and rep == 0:
+                    self.profile(drv, path, run, eps, iters)
+
+    def profile(self, drv, path, run, eps, iters):
+        """Runs `run` once more under `perf record -a` (not counted) and keeps its report.
+
+        The whole system is sampled (cpu-clock: TCG has no hardware counters), since the
+        work of one perftest pair is spread over its processes, workers and softirqs."""
+        out = os.path.join(os.environ.get("VM_OUT", "."), "profile")
+        os.makedirs(out, exist_ok=True)
+        stem = os.path.join(out, f"{drv}-{path}-{run.id}")
+        # Not on the 9p share of $VM_OUT: perf record writes nothing usable there.
+        data = f"/tmp/rxe-bench-{drv}-{path}-{run.id}.data"
+        perf = subprocess.Popen(["perf", "record", "-a", "-g", "-e", "cpu-clock", "-F", "997",
+                                 "-o", data], stdout=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE, text=True, start_new_session=True)
+        time.sleep(1)
+        # Ten times the iterations, so that the transfer, not the set-up, fills the profile.
+        vals, err, secs, _ = self.perftest(run.args(iters * PROFILE_SCALE), eps,
+                                           self.opts.run_timeout)
+        perf.send_signal(signal.SIGINT)
+        try:
+            _, perr = perf.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            kill(perf)
+            perr = "perf record did not stop"
+        shown = err or ", ".join(f"{k} {vals[k]:.2f}" for _, k, _, _ in run.figures())
+        with open(stem + ".txt", "w") as f:
+            f.write(f"# {DRIVERS[drv]} {path} {run.id} under perf record -a -g "
+                    f"(cpu-clock, 997 Hz), {PROFILE_SCALE}x the iterations: {shown} ({secs:.1f} s)\n")
+            # Self time per symbol, then time including callees: where the cycles go, and
+            # which paths they go through.
+            for what in (["--no-children", "--percent-limit", "0.5"],
+                         ["--children", "--percent-limit", "2"]):
+                try:
+                    p = sh(["perf", "report", "-i", data, "--stdio", "-g", "none",
+                            "--sort", "sym"] + what, timeout=600)
+                    f.write(p.stdout if p.returncode == 0 else f"# perf report: {p.stderr}\n")
+                except subprocess.TimeoutExpired:
+                    f.write("# perf report timed out\n")
+        if not os.path.exists(data):
+            log(f"bench: perf record wrote nothing: {last_line(perr)}")
+        try:
+            os.unlink(data)
+        except OSError:
+            pass
+        log(f"bench: profile of {drv} {path} {run.id}: {stem}.txt")
 
     def probe(self, drv, path, eps, state):
         """A short write: can this driver do this path at all?"""
@@ -839,6 +888,9 @@ def add_run_options(ap):
                     help=f"seconds before one perftest run is n/a (default {RUN_TIMEOUT})")
     ap.add_argument("--no-probe", action="store_true",
                     help="do not skip a path whose short probe write fails")
+    ap.add_argument("--profile", action="store_true",
+                    help="run each figure once more after its first repetition under "
+                         "'perf record -a' (not counted); reports in $VM_OUT/profile")
     ap.add_argument("--baseline", metavar="KO",
                     help="a build of rdma_rxe_rust (.ko) in the C driver's place: an A/B of two "
                          "builds in one boot")
