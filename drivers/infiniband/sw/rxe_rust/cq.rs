@@ -381,6 +381,16 @@ impl RxeCq {
 }
 
 impl CqCore {
+    /// Returns where the consumer stands: it moves when completions are polled (user space
+    /// publishes it in the ring; a kernel queue's is ours).
+    pub(crate) fn consumer_index(&self) -> u32 {
+        let inner = self.inner.lock();
+        match &inner.reader {
+            Some(reader) => reader.consumer.index(),
+            None => inner.ring.producer.consumer().unwrap_or(0),
+        }
+    }
+
     /// Adds a completion of the queue pair `qp`, and calls the owner's handler if the armed
     /// notification asks for it (any completion, or a `solicited` one).
     ///

@@ -866,7 +866,8 @@ impl QpShared {
     }
 
     /// Processes the send queue of a connected queue pair (RC, UC) now, in the caller's
-    /// (process) context, if the requester has at most one WQE outstanding
+    /// (process) context, if the consumer polled a completion since the last doorbell
+    /// ([`QpShared::polled_since_doorbell`]), the requester has at most one WQE outstanding
     /// ([`Transport::few_outstanding`]) and no run in process context is in progress
     /// elsewhere; otherwise the run in progress or the work item does it.
     ///
@@ -886,6 +887,10 @@ impl QpShared {
     pub(crate) fn kick(self: &Arc<Self>) {
         if !matches!(self.qp_type, IbQpType::Rc | IbQpType::Uc) {
             self.send_posted();
+            return;
+        }
+        if !self.polled_since_doorbell() {
+            Self::kick_later(self.as_arc_borrow());
             return;
         }
         let wait = {

@@ -63,12 +63,11 @@ use crate::{
 };
 use core::sync::atomic::{
     AtomicU32,
-    Ordering::{
-        AcqRel,
-        Acquire,
-        Relaxed,
-        Release, //
-    },
+    AtomicU64,
+    Ordering::AcqRel,
+    Ordering::Acquire,
+    Ordering::Relaxed,
+    Ordering::Release, //
 };
 use kernel::{
     new_mutex,
@@ -173,6 +172,9 @@ pub(crate) struct QpShared {
     /// Whether the send queue drains in SQD ([`SQ_DRAINING`], [`SQ_DRAINING_NOTIFY`]) or not
     /// (zero): set by `modify_qp` to SQD, cleared by the run that finds nothing outstanding.
     sq_drain: AtomicU32,
+    /// Where the consumers of the send and receive completion queues stood at the last
+    /// doorbell ([`QpShared::polled_since_doorbell`]).
+    doorbell_mark: AtomicU64,
     /// Whether user space produces the work requests (through the mapped rings).
     pub(crate) user: bool,
     /// The protection domain (its address: an identity, never dereferenced).
@@ -392,6 +394,18 @@ impl QpShared {
         trace::complete(self.dev_index, wc, recv);
         let cq = if recv { &self.recv_cq } else { &self.send_cq };
         cq.post(wc, &self.handle, solicited)
+    }
+
+    /// Returns whether the consumer polled one of this queue pair's completion queues since
+    /// the last doorbell, and notes where they stand now.
+    ///
+    /// A doorbell after a poll is a request in a ping-pong, where running the queue pair in
+    /// the system call saves a wake-up on the way to the wire; doorbells back to back are a
+    /// stream, which the work item sends on another CPU while the caller goes on posting.
+    pub(crate) fn polled_since_doorbell(&self) -> bool {
+        let mark = (u64::from(self.send_cq.consumer_index()) << 32)
+            | u64::from(self.recv_cq.consumer_index());
+        self.doorbell_mark.swap(mark, Relaxed) != mark
     }
 
     /// Returns the handle events go through.
@@ -931,6 +945,7 @@ impl RxeQp {
                 dev_index: dev.index(),
                 state: AtomicU32::new(QpState::Reset as u32),
                 sq_drain: AtomicU32::new(0),
+                doorbell_mark: AtomicU64::new(0),
                 user,
                 pd: pd.as_raw() as usize,
                 handle,

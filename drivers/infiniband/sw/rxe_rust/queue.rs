@@ -207,7 +207,7 @@ impl Producer {
     }
 
     /// Reads the consumer's index: untrusted, hence masked.
-    fn consumer(&self) -> Result<u32> {
+    pub(crate) fn consumer(&self) -> Result<u32> {
         Ok(self.ring.buf.load_acquire(CONSUMER_INDEX)? & self.ring.geo.mask)
     }
 
