@@ -25,7 +25,8 @@ use rxe_roce::roce::wqe::{
     WqeError,
     WrOpcode,
     RECV_WQE_HEADER_LEN,
-    SEND_WQE_HEADER_LEN, //
+    SEND_WQE_HEADER_LEN,
+    SEND_WQE_OPCODE_OFFSET, //
 };
 
 // Offsets in struct rxe_send_wqe, checked against the C header with gcc.
@@ -616,6 +617,8 @@ fn send_wqes_encode_to_what_decodes_back() {
     encode_send_wqe(&mut slot, &w).unwrap();
     assert_eq!(&slot[WR_ID..WR_ID + 8], &w.wr_id.to_ne_bytes());
     assert_eq!(&slot[OPCODE..OPCODE + 4], &3u32.to_ne_bytes());
+    // The doorbell reads the opcode alone, there.
+    assert_eq!(SEND_WQE_OPCODE_OFFSET, OPCODE);
     assert_eq!(&slot[SEND_FLAGS..SEND_FLAGS + 4], &2u32.to_ne_bytes());
     assert_eq!(&slot[EX..EX + 4], &[1, 2, 3, 4]);
     assert_eq!(&slot[DMA_LENGTH..DMA_LENGTH + 4], &11u32.to_ne_bytes());

@@ -50,7 +50,8 @@ use crate::{
             SendWqe,
             Sge,
             WqeData,
-            WrOpcode, //
+            WrOpcode,
+            SEND_WQE_OPCODE_OFFSET, //
         },
     },
     srq::SrqCore,
@@ -457,6 +458,19 @@ impl QpShared {
         copy_send_wqe(buf, ring.geometry().slot_size(), |offset, dst| {
             ring.read_slot_at(slot, offset, dst)
         })
+    }
+
+    /// Returns the opcode of the send WQE in slot `index`, if user space produced one there
+    /// (a snapshot: the WQE is checked again when it is taken).
+    pub(crate) fn send_opcode(&self, index: u32) -> Option<WrOpcode> {
+        let ring = &self.sq_reader;
+        if ring.producer().ok()? == index & ring.geometry().mask {
+            return None;
+        }
+        let mut raw = [0u8; 4];
+        ring.read_slot_at(index, SEND_WQE_OPCODE_OFFSET, &mut raw)
+            .ok()?;
+        WrOpcode::from_raw(u32::from_ne_bytes(raw))
     }
 
     /// Returns the send queue slot after `index`.

@@ -112,10 +112,7 @@ impl SendWr {
 
     /// Returns true for RDMA READ and the atomics that answer with data.
     pub fn is_read_or_atomic(&self) -> bool {
-        matches!(
-            self.opcode,
-            WrOpcode::RdmaRead | WrOpcode::AtomicCmpAndSwp | WrOpcode::AtomicFetchAndAdd
-        )
+        self.opcode.is_read_or_atomic()
     }
 
     /// Returns the completion opcode.

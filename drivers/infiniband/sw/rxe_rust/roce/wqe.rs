@@ -86,6 +86,9 @@ struct RawDmaInfo {
     reserved: U32,
 }
 
+/// Where a send WQE (`struct rxe_send_wqe`) holds its opcode, a native-endian `u32`.
+pub const SEND_WQE_OPCODE_OFFSET: usize = core::mem::offset_of!(RawSendWqe, opcode);
+
 /// `struct rxe_send_wqe` up to its flexible array (208 bytes).
 #[derive(FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned, Clone, Copy, Debug)]
 #[repr(C)]
@@ -267,6 +270,15 @@ impl WrOpcode {
             0x20 => Self::RegMr,
             _ => return None,
         })
+    }
+
+    /// Returns true for RDMA READ and the atomics that answer with data: the responder's
+    /// kernel answers them, without its consumer.
+    pub const fn is_read_or_atomic(self) -> bool {
+        matches!(
+            self,
+            Self::RdmaRead | Self::AtomicCmpAndSwp | Self::AtomicFetchAndAdd
+        )
     }
 
     /// Returns true if a QP of type `qp_type` may post this opcode.
