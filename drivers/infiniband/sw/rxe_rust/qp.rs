@@ -460,15 +460,23 @@ impl QpShared {
         })
     }
 
+    /// Returns whether user space produced a send WQE in slot `index` (not if the producer
+    /// index cannot be read).
+    fn sq_produced(&self, index: u32) -> bool {
+        let ring = &self.sq_reader;
+        ring.producer()
+            .is_ok_and(|p| p != index & ring.geometry().mask)
+    }
+
     /// Returns the opcode of the send WQE in slot `index`, if user space produced one there
     /// (a snapshot: the WQE is checked again when it is taken).
     pub(crate) fn send_opcode(&self, index: u32) -> Option<WrOpcode> {
-        let ring = &self.sq_reader;
-        if ring.producer().ok()? == index & ring.geometry().mask {
+        if !self.sq_produced(index) {
             return None;
         }
         let mut raw = [0u8; 4];
-        ring.read_slot_at(index, SEND_WQE_OPCODE_OFFSET, &mut raw)
+        self.sq_reader
+            .read_slot_at(index, SEND_WQE_OPCODE_OFFSET, &mut raw)
             .ok()?;
         WrOpcode::from_raw(u32::from_ne_bytes(raw))
     }
@@ -494,7 +502,7 @@ impl QpShared {
         buf: &mut [u8; MAX_SEND_WQE],
     ) -> Option<(usize, TakenSendWr)> {
         let limits = self.sq_limits;
-        if self.sq_reader.producer().ok()? == index & self.sq_reader.geometry().mask {
+        if !self.sq_produced(index) {
             return None;
         }
         let Ok(n) = self.read_send_wqe(index, buf) else {
