@@ -250,6 +250,29 @@ impl TxSkb {
         Ok(())
     }
 
+    /// Appends `len` zero bytes to the data and returns them, for the caller to fill in
+    /// place; fails with `EINVAL` if there is not enough room.
+    ///
+    /// Zeroing keeps the bytes initialised; it writes each byte once, where building the data
+    /// elsewhere and appending it with [`TxSkb::put_slice`] reads and writes each byte again.
+    pub fn put_zeroed(&mut self, len: usize) -> Result<&mut [u8]> {
+        // SAFETY: The buffer is valid and owned.
+        let room = unsafe { bindings::skb_tailroom(self.as_raw()) };
+        let n = u32::try_from(len).map_err(|_| EINVAL)?;
+        if usize::try_from(room).map_or(true, |r| r < len) {
+            return Err(EINVAL);
+        }
+        // SAFETY: There is room for `len` more bytes (checked), so `skb_put` extends the data
+        // without failing and returns the first of them, which are then all initialised.
+        // INVARIANT: Every byte up to the new `tail` is initialised.
+        let bytes = unsafe {
+            let p = bindings::skb_put(self.as_raw(), n).cast::<u8>();
+            core::ptr::write_bytes(p, 0, len);
+            core::slice::from_raw_parts_mut(p, len)
+        };
+        Ok(bytes)
+    }
+
     /// Prepends `bytes` to the data; fails with `EINVAL` if there is not enough head room.
     pub fn push_slice(&mut self, bytes: &[u8]) -> Result {
         // SAFETY: The buffer is valid and owned.
@@ -264,6 +287,14 @@ impl TxSkb {
             core::ptr::copy_nonoverlapping(bytes.as_ptr(), dst, bytes.len());
         }
         Ok(())
+    }
+
+    /// Returns the data.
+    pub fn data(&self) -> &[u8] {
+        let skb = self.as_raw();
+        // SAFETY: By the type invariant the buffer is linear and its `len` bytes at `data` are
+        // initialised; `&self` keeps them from being written meanwhile.
+        unsafe { core::slice::from_raw_parts((*skb).data, (*skb).len as usize) }
     }
 
     /// Returns the data, for writing.

@@ -534,7 +534,7 @@ impl Clock for SimIo {
 }
 
 impl Output for SimIo {
-    fn tx_buffer(&mut self, len: usize) -> Option<&mut [u8]> {
+    fn tx_buffer(&mut self, len: usize, _dest: Destination) -> Option<&mut [u8]> {
         if self.tx_rng.chance(self.tx_full_ppm) {
             self.tx_blocked = true;
             return None;

@@ -213,7 +213,7 @@ impl Clock for Io {
 }
 
 impl Output for Io {
-    fn tx_buffer(&mut self, len: usize) -> Option<&mut [u8]> {
+    fn tx_buffer(&mut self, len: usize, _dest: Destination) -> Option<&mut [u8]> {
         if self.budget == Some(0) {
             return None;
         }

@@ -11,7 +11,10 @@
 //! for a grace period before it frees one, so no run drops the last reference to pinned pages.
 
 use crate::{
-    ah::AhTable,
+    ah::{
+        AhTable,
+        Av, //
+    },
     mr::{
         MrShared,
         MrTable, //
@@ -92,7 +95,8 @@ use kernel::{
         device::NetDevice,
         skbuff::{
             SkBuff,
-            SkbDropReason, //
+            SkbDropReason,
+            TxSkb, //
         },
     },
     prelude::*,
@@ -112,6 +116,7 @@ use kernel::{
     },
     sync::{
         rcu,
+        Arc,
         SpinLockIrq, //
     },
 };
@@ -550,6 +555,8 @@ pub(crate) fn with_io_budget<R>(
         route,
         timers,
         tx,
+        skb: None,
+        av: None,
         out,
         budget,
         ran_dry: false,
@@ -836,6 +843,10 @@ pub(crate) struct Io<'a> {
     route: &'a mut RouteCache,
     timers: &'a mut [Option<u64>; 2],
     tx: &'a mut KVec<u8>,
+    /// The buffer of the packet being built for another host ([`tx::alloc`]), if it is one.
+    skb: Option<TxSkb>,
+    /// The address handle last looked up, by number ([`Io::path_of`]).
+    av: Option<(u32, Arc<Av>)>,
     out: &'a mut KVec<Packet>,
     /// Packets this call may still emit (`None`: no limit).
     budget: Option<usize>,
@@ -881,11 +892,46 @@ impl Clock for Io<'_> {
     }
 }
 
+impl Io<'_> {
+    /// Returns the path of a packet to `dest`, or `None` if its address handle is gone.
+    ///
+    /// The address handle last looked up is kept: the packet's buffer and its transmission
+    /// both need the path, and a datagram queue pair's messages often share a destination.
+    fn path_of(&mut self, dest: Destination) -> Option<Path> {
+        match dest {
+            Destination::Connected => Some(*self.path),
+            Destination::AddressHandle(n) => {
+                if let Some((m, av)) = &self.av {
+                    if *m == n {
+                        return Some(*av.path());
+                    }
+                }
+                let av = self.env.ahs.get(n)?;
+                let path = *av.path();
+                self.av = Some((n, av));
+                Some(path)
+            }
+        }
+    }
+}
+
 impl Output for Io<'_> {
-    fn tx_buffer(&mut self, len: usize) -> Option<&mut [u8]> {
+    fn tx_buffer(&mut self, len: usize, dest: Destination) -> Option<&mut [u8]> {
         if self.budget == Some(0) {
             self.ran_dry = true;
             return None;
+        }
+        self.skb = None;
+        // A packet for another host is built in the skb it leaves in. One for a queue pair of
+        // this device is built in the transmit buffer and copied into the packet queued to it:
+        // building that copy in place instead (zeroed first, as the skb is) was no faster on
+        // loopback (rxe_rust-datapath.rst).
+        if self
+            .path_of(dest)
+            .is_some_and(|p| p.dmac != self.env.own_mac)
+        {
+            let skb = self.skb.insert(tx::alloc(self.env.ndev, len).ok()?);
+            return Some(skb.data_mut());
         }
         // No zero-fill per packet: the builder writes every byte of a packet it sends.
         if self.tx.len() < len {
@@ -902,42 +948,39 @@ impl Output for Io<'_> {
     }
 
     fn transmit(&mut self, len: usize, dest: Destination) {
-        let av;
-        let path = match dest {
-            Destination::Connected => self.path,
-            Destination::AddressHandle(n) => match self.env.ahs.get(n) {
-                Some(a) => {
-                    av = a;
-                    av.path()
-                }
-                None => {
-                    self.env.counters.inc(Counter::SendErr);
-                    return;
-                }
-            },
-        };
-        let Some(bytes) = self.tx.get_mut(..len) else {
-            return;
-        };
         if let Some(b) = &mut self.budget {
             *b = b.saturating_sub(1);
         }
-        if path.dmac != self.env.own_mac {
+        let skb = self.skb.take();
+        // The path was found when the buffer was: the address handle is the one kept.
+        let Some(path) = self.path_of(dest) else {
+            self.env.counters.inc(Counter::SendErr);
+            return;
+        };
+        if let Some(skb) = skb {
             // Another host: lost as on a congested link if it cannot go (the requester of a
-            // reliable connection retries), but counted.
+            // reliable connection retries), but counted. Traced once sent, from its BTH read
+            // before the buffer goes.
+            let fields = xmit_fields(self.env.shared, skb.data());
             let lqpn = self.env.shared.number();
-            match tx::send(self.env.ndev, self.route, path, lqpn, bytes) {
-                Ok(()) => {
-                    self.env.counters.add(Counter::SentBytes, len as u64);
-                    trace_xmit(self.env.shared, bytes);
+            let sent = skb.len() as usize == len
+                && tx::send(self.env.ndev, self.route, &path, lqpn, skb).is_ok();
+            if sent {
+                self.env.counters.add(Counter::SentBytes, len as u64);
+                if let Some(f) = &fields {
+                    trace::xmit(f);
                 }
-                Err(_) => self.env.counters.inc(Counter::SendErr),
+            } else {
+                self.env.counters.inc(Counter::SendErr);
             }
             return;
         }
+        let Some(bytes) = self.tx.get(..len) else {
+            return;
+        };
         // A datagram's receiver gets the GRH it would have had on the wire.
         let grh = match dest {
-            Destination::AddressHandle(_) => Some(tx::grh_of(path, len)),
+            Destination::AddressHandle(_) => Some(tx::grh_of(&path, len)),
             Destination::Connected => None,
         };
         let mut p = KVec::new();
@@ -949,13 +992,16 @@ impl Output for Io<'_> {
             }
             None => p.extend_from_slice(bytes, GFP_ATOMIC).is_ok(),
         };
+        let fields = xmit_fields(self.env.shared, bytes);
         let packet = match grh {
             Some(_) => Packet::LocalDatagram(p),
             None => Packet::Local(p),
         };
         if copied && self.out.push(packet, GFP_ATOMIC).is_ok() {
             self.env.counters.add(Counter::SentBytes, len as u64);
-            trace_xmit(self.env.shared, bytes);
+            if let Some(f) = &fields {
+                trace::xmit(f);
+            }
         } else {
             // Lost as on a congested link (the transport retries), but counted.
             self.env.counters.inc(Counter::SendErr);
@@ -1129,16 +1175,16 @@ impl Output for Io<'_> {
 ///
 /// A few loads and a BTH check even while the event is off: next to building the packet, they
 /// cost nothing measurable.
-fn trace_xmit(qp: &QpShared, bytes: &[u8]) {
-    if let Ok((bth, _)) = Bth::ref_from_prefix(bytes) {
-        trace::xmit(&trace::PacketFields {
-            dev: qp.dev_index,
-            qpn: qp.number(),
-            dest_qpn: bth.dest_qpn(),
-            opcode: bth.opcode_raw(),
-            psn: bth.psn().get(),
-            // A packet is at most an IB MTU and its headers.
-            len: bytes.len() as u32,
-        });
-    }
+/// Returns the fields the transmit tracepoint reports for the packet `bytes`.
+fn xmit_fields(qp: &QpShared, bytes: &[u8]) -> Option<trace::PacketFields> {
+    let (bth, _) = Bth::ref_from_prefix(bytes).ok()?;
+    Some(trace::PacketFields {
+        dev: qp.dev_index,
+        qpn: qp.number(),
+        dest_qpn: bth.dest_qpn(),
+        opcode: bth.opcode_raw(),
+        psn: bth.psn().get(),
+        // A packet is at most an IB MTU and its headers.
+        len: bytes.len() as u32,
+    })
 }

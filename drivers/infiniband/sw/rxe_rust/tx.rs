@@ -113,19 +113,39 @@ fn route<'a>(cache: &'a mut RouteCache, ndev: &NetDevice, path: &Path) -> Result
     Ok(&cache.insert((*path, dst)).1)
 }
 
-/// Sends `packet` (a UDP payload from its BTH to its ICRC, whose four bytes are filled in
-/// here) from queue pair `lqpn` along `path`, out of `ndev`, by the route in `cache` if it
-/// still holds.
+/// Head room a packet's buffer leaves for the link-layer, IP and UDP headers: an IPv6
+/// header, the longer of the two, whichever the path turns out to need.
+fn headroom(ndev: &NetDevice) -> u32 {
+    ndev.ll_reserved_space()
+        + (core::mem::size_of::<Ipv6Header>() + core::mem::size_of::<UdpHeader>()) as u32
+}
+
+/// Allocates the buffer of a `len`-byte packet for another host and returns it with the
+/// packet's `len` bytes zeroed, for the protocol core to build the packet in place and
+/// [`send`] to send it: the packet is written into the buffer the netdevice sends, once.
+///
+/// Errors: `ENOMEM` if no buffer was left, `EINVAL` if `len` does not fit one.
+pub(crate) fn alloc(ndev: &NetDevice, len: usize) -> Result<TxSkb> {
+    let mut skb = TxSkb::alloc(headroom(ndev), u32::try_from(len)?, GFP_ATOMIC)?;
+    skb.put_zeroed(len)?;
+    Ok(skb)
+}
+
+/// Sends the packet in `skb` (a UDP payload from its BTH to its ICRC, whose four bytes are
+/// filled in here; the buffer from [`alloc`]) from queue pair `lqpn` along `path`, out of
+/// `ndev`, by the route in `cache` if it still holds.
 ///
 /// Errors: `ENODEV` if the netdevice has left its namespace, a routing error if there is no
-/// route, `ENOBUFS` if the packet was dropped locally, `ENOMEM` if no buffer was left.
+/// route, `ENOBUFS` if the packet was dropped locally, `EINVAL` if the buffer holds no
+/// packet or lacks head room.
 pub(crate) fn send(
     ndev: &NetDevice,
     cache: &mut RouteCache,
     path: &Path,
     lqpn: u32,
-    packet: &[u8],
+    mut skb: TxSkb,
 ) -> Result {
+    let packet = skb.data_mut();
     let len = packet.len();
     if len < 12 + ICRC_LEN {
         return Err(EINVAL);
@@ -133,17 +153,13 @@ pub(crate) fn send(
     // The destination QP number is in the BTH, bytes 5 to 7.
     let rqpn = u32::from_be_bytes([0, packet[5], packet[6], packet[7]]);
     let sport = udp_sport(path.flow_label, lqpn, rqpn);
-    let v4 = ipv4_of(&path.sgid).zip(ipv4_of(&path.dgid));
     let dst = route(cache, ndev, path)?;
-    let ip_len = if v4.is_some() {
+    let ip_len = if ipv4_of(&path.sgid).zip(ipv4_of(&path.dgid)).is_some() {
         core::mem::size_of::<Ipv4Header>()
     } else {
         core::mem::size_of::<Ipv6Header>()
     };
     let udp_len = u16::try_from(core::mem::size_of::<UdpHeader>() + len).map_err(|_| EINVAL)?;
-    let headroom = ndev.ll_reserved_space() + (ip_len + core::mem::size_of::<UdpHeader>()) as u32;
-    let mut skb = TxSkb::alloc(headroom, len as u32, GFP_ATOMIC)?;
-    skb.put_slice(packet)?;
     let udp = UdpHeader {
         source: U16::new(sport),
         dest: U16::new(ROCE_V2_UDP_DPORT),

@@ -117,7 +117,7 @@ impl Clock for Io {
 }
 
 impl Output for Io {
-    fn tx_buffer(&mut self, len: usize) -> Option<&mut [u8]> {
+    fn tx_buffer(&mut self, len: usize, _dest: Destination) -> Option<&mut [u8]> {
         self.tx.resize(len, 0);
         Some(&mut self.tx)
     }

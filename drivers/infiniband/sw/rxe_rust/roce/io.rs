@@ -264,15 +264,16 @@ pub struct RecvSlot {
 
 /// Everything the state machines produce, and the receive queue they consume.
 pub trait Output {
-    /// Returns a buffer of at least `len` bytes for the next packet, or `None`.
+    /// Returns a buffer of at least `len` bytes for the next packet, to `dest`, or `None`.
     ///
-    /// Its contents are left from earlier packets: [`transmit`] writes every byte of the
-    /// packet it builds there.
+    /// Its contents may be left from earlier packets: [`transmit`] writes every byte of the
+    /// packet it builds there. Knowing `dest`, the caller can hand out the buffer the packet
+    /// leaves in, so that it is built in place.
     ///
     /// `None` means no buffer is available now: the requester stops and
     /// resumes at its next event, a responder drops the response (the
     /// requester will retry).
-    fn tx_buffer(&mut self, len: usize) -> Option<&mut [u8]>;
+    fn tx_buffer(&mut self, len: usize, dest: Destination) -> Option<&mut [u8]>;
 
     /// Returns whether the requester may send a request now; with `false` it stops, as when
     /// [`Output::tx_buffer`] returns `None`, and resumes at its next event.
@@ -394,7 +395,7 @@ where
     F: FnOnce(&mut [u8]) -> Result<(), AccessError>,
 {
     let len = packet_len(hdr.opcode, payload_len).ok_or(TxError::Build)?;
-    let buf = out.tx_buffer(len).ok_or(TxError::NoBuffer)?;
+    let buf = out.tx_buffer(len, dest).ok_or(TxError::NoBuffer)?;
     let buf = buf.get_mut(..len).ok_or(TxError::NoBuffer)?;
     {
         let mut b = PacketBuilder::new(buf, hdr.opcode, payload_len).map_err(|_| TxError::Build)?;
