@@ -311,7 +311,11 @@ impl Engine {
         for pkt in out {
             let qpn = match RocePacket::parse(pkt.bytes()) {
                 Ok(p) => p.dest_qpn(),
-                Err(_) => continue,
+                Err(_) => {
+                    // Built here, so never seen; counted as a transmit that failed.
+                    self.counters.inc(crate::stats::Counter::SendErr);
+                    continue;
+                }
             };
             let queued = self.to_qp(qpn, pkt, |qp, pkt| {
                 QpShared::enqueue(qp, pkt)?;
@@ -320,8 +324,8 @@ impl Engine {
             });
             if let Err((e, pkt)) = queued {
                 // A queue pair that is gone, or one that cannot keep up: lost as on a
-                // congested link (the requester retries), but counted.
-                self.counters.inc(crate::stats::Counter::SendErr);
+                // congested link (the requester retries), and counted as the receiving side
+                // of a wire counts it, as a drop with its reason; the packet was sent.
                 let why = DropReason::not_taken(e);
                 why.report(&self.counters, from.dev_index, qpn);
                 pkt.drop_with(why.skb_reason());

@@ -234,6 +234,7 @@ def scenario(drv):
     gsi_scenario(drv, p)
     ud_destroy_scenario(drv, p)
     ud_ah_destroy_scenario(drv, p)
+    ud_no_qp_scenario(drv, p)
     for o in (lost, p.a, p.b, src, dst, a_buf, b_buf, back, p.cq, p.pd):
         o.close()
     ctx.close()
@@ -533,6 +534,45 @@ class UdPair:
     def close(self, tx=True):
         for o in ((self.tx,) if tx else ()) + (self.rx, self.bufs, self.src, self.rcq, self.scq):
             o.close()
+
+
+def ud_no_qp_scenario(drv, p):
+    """UD datagrams on loopback to a QP number no QP has: sent, and dropped by the receiving
+    side as a datagram from the wire is (rdma_rxe_rust: counted in drop_no_qp), not counted
+    as a transmit error (send_err)."""
+    n, no_qpn, qkey = 5, 0xABCDE, 0x11111111
+    if drv == "rdma_rxe_rust":
+        r = subprocess.run(["rdma", "statistic", "set", "link", f"{DEV}/1",
+                            "optional-counters", "drop_no_qp"], capture_output=True, text=True)
+        check(f"{drv}: the optional counter drop_no_qp can be shown", r.returncode == 0,
+              r.stderr.strip())
+    cap = QPCap(max_send_wr=n, max_recv_wr=1, max_send_sge=1, max_recv_sge=1)
+    ud = QP(p.pd, QPInitAttr(qp_type=e.IBV_QPT_UD, scq=p.cq, rcq=p.cq, cap=cap))
+    ud_to_rts(ud, qkey)
+    ah = p.ah()
+    buf = p.mr(64)
+    before = counters()
+    for i in range(n):
+        wr = SendWR(wr_id=90 + i, opcode=e.IBV_WR_SEND, num_sge=1,
+                    sg=[SGE(buf.buf, 64, buf.lkey)], send_flags=e.IBV_SEND_SIGNALED)
+        wr.set_wr_ud(ah, no_qpn, qkey)
+        ud.post_send(wr)
+    w = poll(p.cq, n)
+    time.sleep(0.2)
+    after = counters()
+    moved = {k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k, 0)}
+    check(f"{drv}: {n} UD SENDs on loopback to a QP number no QP has complete",
+          len(w) == n and all(x.status == e.IBV_WC_SUCCESS for x in w),
+          f"{[(x.wr_id, x.status) for x in w]}")
+    check(f"{drv}: ... are counted as sent, not as send errors",
+          moved.get("sent_pkts", 0) >= n and "send_err" not in moved, f"moved: {moved}")
+    if drv == "rdma_rxe_rust":
+        check(f"{drv}: ... and each as a drop in drop_no_qp", moved.get("drop_no_qp") == n,
+              f"moved: {moved}")
+        subprocess.run(["rdma", "statistic", "unset", "link", f"{DEV}/1", "optional-counters"],
+                       capture_output=True)
+    for o in (ud, ah, buf):
+        o.close()
 
 
 def ud_destroy_scenario(drv, p):
