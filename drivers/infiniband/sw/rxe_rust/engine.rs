@@ -545,13 +545,11 @@ impl Engine {
         qp: &QpShared,
         t: &mut Transport,
         packet: &Packet,
+        pkt: &RocePacket<'_>,
         tx: &mut KVec<u8>,
         out: &mut KVec<Packet>,
     ) -> bool {
         let bytes = packet.bytes();
-        let Ok(pkt) = RocePacket::parse(bytes) else {
-            return false;
-        };
         // A datagram's receive buffer starts with its GRH.
         let grh = match qp.qp_type {
             IbQpType::Ud | IbQpType::Gsi => packet.grh(),
@@ -570,7 +568,7 @@ impl Engine {
         let env = self.env(qp);
         let budget = Some(SEND_BUDGET);
         with_io_budget(t, &env, tx, out, budget, grh, |roce, mem, io| {
-            roce.receive(&pkt, mem, io);
+            roce.receive(pkt, mem, io);
             roce.state() == TransportState::Error
         })
         .0
@@ -1089,24 +1087,29 @@ impl QpShared {
                 }
                 return failed;
             }
-            if hold {
-                match t.hold_if_early(pkt, engine.now()) {
+            // Parsed once here, for the holder and for the transport (the ICRC was checked
+            // when the packet came).
+            let Ok(parsed) = RocePacket::parse(pkt.bytes()) else {
+                pkt.consume();
+                return failed;
+            };
+            let early = if hold { t.early_psn(&parsed) } else { None };
+            if let Some(psn) = early {
+                match t.hold_early(psn, pkt, engine.now()) {
                     Ok(()) => return failed,
-                    Err((p, early)) => {
+                    Err(p) => {
+                        // No room, or a second copy (the requester resent): the gap is a loss
+                        // after all. What is held goes first, as it came first; one of them
+                        // may start a READ response, which this one must not overtake: checked
+                        // again.
                         pkt = p;
                         hold = false;
-                        if early {
-                            // No room, or a second copy (the requester resent): the gap is a
-                            // loss after all. What is held goes first, as it came first; one
-                            // of them may start a READ response, which this one must not
-                            // overtake: checked again.
-                            failed |= self.release_early(t, tx, out);
-                            continue;
-                        }
+                        failed |= self.release_early(t, tx, out);
+                        continue;
                     }
                 }
             }
-            failed |= engine.receive(self, t, &pkt, tx, out);
+            failed |= engine.receive(self, t, &pkt, &parsed, tx, out);
             pkt.consume();
             // The gap may have closed: the early requests held behind it follow, in turn.
             match t.take_in_turn() {

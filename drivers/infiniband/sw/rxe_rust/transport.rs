@@ -376,17 +376,17 @@ impl Transport {
         RocePacket::parse(bytes).is_ok_and(|pkt| self.qp.replaces_response(&pkt))
     }
 
-    /// Holds `pkt` if it is a request that came early ([`QpTransport::is_early_request`]),
-    /// at `now`. Otherwise hands it back, with whether it was early (then the holder is full,
-    /// or holds that PSN already).
-    pub(crate) fn hold_if_early(&mut self, pkt: Packet, now: u64) -> Result<(), (Packet, bool)> {
-        let psn = match RocePacket::parse(pkt.bytes()) {
-            Ok(p) if self.qp.is_early_request(&p) => p.psn(),
-            _ => return Err((pkt, false)),
-        };
+    /// Returns the PSN of `pkt` if it is a request that came early
+    /// ([`QpTransport::is_early_request`]), to hold with [`Transport::hold_early`].
+    pub(crate) fn early_psn(&self, pkt: &RocePacket<'_>) -> Option<Psn> {
+        self.qp.is_early_request(pkt).then(|| pkt.psn())
+    }
+
+    /// Holds `pkt`, an early request with PSN `psn` ([`Transport::early_psn`]), at `now`; hands
+    /// it back if the holder is full or holds that PSN already.
+    pub(crate) fn hold_early(&mut self, psn: Psn, pkt: Packet, now: u64) -> Result<(), Packet> {
         self.early
             .hold(psn, self.qp.expected_psn(), pkt, Instant(now))
-            .map_err(|pkt| (pkt, true))
     }
 
     /// Takes the held request the responder expects now, if there is one.
