@@ -11,10 +11,7 @@
 //! for a grace period before it frees one, so no run drops the last reference to pinned pages.
 
 use crate::{
-    ah::{
-        AhTable,
-        Av, //
-    },
+    ah::AhTable,
     mr::{
         MrShared,
         MrTable, //
@@ -116,7 +113,6 @@ use kernel::{
     },
     sync::{
         rcu,
-        Arc,
         SpinLockIrq, //
     },
 };
@@ -556,7 +552,8 @@ pub(crate) fn with_io_budget<R>(
         timers,
         tx,
         skb: None,
-        av: None,
+        discard: false,
+        path_now: None,
         out,
         budget,
         ran_dry: false,
@@ -845,8 +842,11 @@ pub(crate) struct Io<'a> {
     tx: &'a mut KVec<u8>,
     /// The buffer of the packet being built for another host ([`tx::alloc`]), if it is one.
     skb: Option<TxSkb>,
-    /// The address handle last looked up, by number ([`Io::path_of`]).
-    av: Option<(u32, Arc<Av>)>,
+    /// The packet being built goes nowhere: its skb could not be allocated.
+    discard: bool,
+    /// The path of the packet being built, looked up once for its buffer and its
+    /// transmission (`None`: its address handle is gone).
+    path_now: Option<Path>,
     out: &'a mut KVec<Packet>,
     /// Packets this call may still emit (`None`: no limit).
     budget: Option<usize>,
@@ -894,23 +894,10 @@ impl Clock for Io<'_> {
 
 impl Io<'_> {
     /// Returns the path of a packet to `dest`, or `None` if its address handle is gone.
-    ///
-    /// The address handle last looked up is kept: the packet's buffer and its transmission
-    /// both need the path, and a datagram queue pair's messages often share a destination.
-    fn path_of(&mut self, dest: Destination) -> Option<Path> {
+    fn path_of(&self, dest: Destination) -> Option<Path> {
         match dest {
             Destination::Connected => Some(*self.path),
-            Destination::AddressHandle(n) => {
-                if let Some((m, av)) = &self.av {
-                    if *m == n {
-                        return Some(*av.path());
-                    }
-                }
-                let av = self.env.ahs.get(n)?;
-                let path = *av.path();
-                self.av = Some((n, av));
-                Some(path)
-            }
+            Destination::AddressHandle(n) => self.env.ahs.get(n).map(|av| *av.path()),
         }
     }
 }
@@ -922,16 +909,24 @@ impl Output for Io<'_> {
             return None;
         }
         self.skb = None;
+        self.discard = false;
+        self.path_now = self.path_of(dest);
         // A packet for another host is built in the skb it leaves in. One for a queue pair of
         // this device is built in the transmit buffer and copied into the packet queued to it:
         // building that copy in place instead (zeroed first, as the skb is) was no faster on
         // loopback (rxe_rust-datapath.rst).
-        if self
-            .path_of(dest)
-            .is_some_and(|p| p.dmac != self.env.own_mac)
-        {
-            let skb = self.skb.insert(tx::alloc(self.env.ndev, len).ok()?);
-            return Some(skb.data_mut());
+        if self.path_now.is_some_and(|p| p.dmac != self.env.own_mac) {
+            match tx::alloc(self.env.ndev, len) {
+                Ok(skb) => return Some(self.skb.insert(skb).data_mut()),
+                // No buffer: the packet is built in the transmit buffer and discarded, lost
+                // as on a congested link but counted, as a failed send is (the requester of a
+                // reliable connection retries). Refusing the buffer instead would stop the
+                // requester with nothing to wake it.
+                Err(_) => {
+                    self.env.counters.inc(Counter::SendErr);
+                    self.discard = true;
+                }
+            }
         }
         // No zero-fill per packet: the builder writes every byte of a packet it sends.
         if self.tx.len() < len {
@@ -951,9 +946,12 @@ impl Output for Io<'_> {
         if let Some(b) = &mut self.budget {
             *b = b.saturating_sub(1);
         }
+        if core::mem::take(&mut self.discard) {
+            // Counted when its buffer could not be allocated.
+            return;
+        }
         let skb = self.skb.take();
-        // The path was found when the buffer was: the address handle is the one kept.
-        let Some(path) = self.path_of(dest) else {
+        let Some(path) = self.path_now.take() else {
             self.env.counters.inc(Counter::SendErr);
             return;
         };
