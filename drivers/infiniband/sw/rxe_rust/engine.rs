@@ -70,6 +70,7 @@ use core::sync::atomic::{
     Ordering::Relaxed, //
 };
 use kernel::{
+    bottom_half::BottomHalvesDisabled,
     net::device::NetDevice,
     new_spinlock_irq,
     prelude::*,
@@ -611,9 +612,15 @@ impl WorkItem<RUN> for QpShared {
         // received in the softirq its transmit raised) is handled here rather than by queueing
         // the work item again: a worker that is running needs no wake-up.
         for _ in 0..WORK_RUNS {
+            // What the run sends to a veth (or the loopback netdevice) is received in the
+            // softirq its transmit raises on this CPU: with bottom halves off it is received
+            // in one pass once the run is over, so the peer's queue pair gets the run's
+            // packets together and is woken once for them, not once for each.
+            let bh = BottomHalvesDisabled::disable();
             let mut guard = this.transport.lock();
             let end = this.run_once(&mut guard, Context::Process);
             drop(guard);
+            drop(bh);
             if !this.finish_run(end, Context::Process) {
                 return;
             }

@@ -498,11 +498,14 @@ class Runner:
                     f"(cpu-clock, 997 Hz), {PROFILE_SCALE}x the iterations: {shown} ({secs:.1f} s)\n")
             # Self time per symbol, then time including callees: where the cycles go, and
             # which paths they go through.
-            for what in (["--no-children", "--percent-limit", "0.5"],
-                         ["--children", "--percent-limit", "2"]):
+            # Then by process and object: which context (worker, softirq in whichever
+            # task it interrupted, the perftest processes) pays.
+            for what in (["--sort", "sym", "--no-children", "--percent-limit", "0.2"],
+                         ["--sort", "sym", "--children", "--percent-limit", "2"],
+                         ["--sort", "comm,dso", "--no-children", "--percent-limit", "0.5"]):
                 try:
-                    p = sh(["perf", "report", "-i", data, "--stdio", "-g", "none",
-                            "--sort", "sym"] + what, timeout=600)
+                    p = sh(["perf", "report", "-i", data, "--stdio", "-g", "none"] + what,
+                           timeout=600)
                     f.write(p.stdout if p.returncode == 0 else f"# perf report: {p.stderr}\n")
                 except subprocess.TimeoutExpired:
                     f.write("# perf report timed out\n")
