@@ -319,7 +319,8 @@ impl Engine {
                 }
             };
             let queued = self.to_qp(qpn, pkt, |qp, pkt| {
-                QpShared::enqueue(qp, pkt)?;
+                // Scheduled or run after this run whatever waits in it.
+                let _kicked = QpShared::enqueue(qp, pkt)?;
                 to.note(qp);
                 Ok(())
             });
@@ -722,14 +723,24 @@ impl QpShared {
         packet: Packet,
     ) -> Result<(), (Error, Packet)> {
         let stream = stream_request(packet.bytes());
-        Self::enqueue(this, packet)?;
+        let kicked = Self::enqueue(this, packet)?;
         if matches!(this.qp_type, IbQpType::Rc | IbQpType::Uc) {
-            let this: Arc<Self> = this.into();
             match stream {
                 // A SEND or WRITE that does not come in turn is part of a one-way stream: the
                 // work item answers it, on the other CPU, in batches.
-                Some(ends) => this.run_here_if(Context::Softirq, false, |t| t.take_turn(ends)),
-                None => this.run_here_if(Context::Softirq, false, |_| true),
+                Some(ends) => {
+                    let this: Arc<Self> = this.into();
+                    this.run_here_if(Context::Softirq, false, |t| t.take_turn(ends));
+                }
+                // An acknowledgement or a response while requests wait for the run in process
+                // context (a stream of them, held by the last such run here or posted): that
+                // run takes it with the others, and sends what it lets go. Run here it would
+                // only complete, and hold the requests again: a run per packet.
+                None if kicked => Self::schedule(this),
+                None => {
+                    let this: Arc<Self> = this.into();
+                    this.run_here_if(Context::Softirq, false, |_| true);
+                }
             }
         } else {
             Self::schedule(this);
@@ -842,8 +853,11 @@ impl QpShared {
     ///
     /// Fails with `ENOBUFS` if [`MAX_INBOX_PACKETS`] wait already, `ESRCH` if the queue pair
     /// is being destroyed, or `ENOMEM`, and hands the packet back.
-    fn enqueue(this: ArcBorrow<'_, Self>, packet: Packet) -> Result<(), (Error, Packet)> {
-        {
+    ///
+    /// Returns whether new send WQEs or held requests wait for a run in process context
+    /// ([`Inbox::kicked`]), which is then scheduled or in progress.
+    fn enqueue(this: ArcBorrow<'_, Self>, packet: Packet) -> Result<bool, (Error, Packet)> {
+        let kicked = {
             let mut inbox = this.inbox.lock();
             if inbox.dying {
                 return Err((ESRCH, packet));
@@ -860,8 +874,9 @@ impl QpShared {
                 .packets
                 .push_within_capacity(packet)
                 .map_err(|e| (ENOMEM, e.0))?;
-        }
-        Ok(())
+            inbox.kicked
+        };
+        Ok(kicked)
     }
 
     /// Notes new send WQEs and schedules a run for them (any context, interrupts off
