@@ -12,7 +12,9 @@ use core::marker::PhantomData;
 /// Softirqs raised meanwhile run when the last such guard on the CPU drops, in one pass: a
 /// sender that transmits a batch of packets to a virtual device (a veth, whose receive is a
 /// softirq on the sending CPU) has them all received together, not one at a time between its
-/// transmits. Guards nest. Do not sleep while one lives.
+/// transmits. Guards nest. Do not sleep while one lives, and drop it with interrupts enabled
+/// (`local_bh_enable` warns otherwise, as it runs the pending softirqs): take it before an
+/// interrupt-disabling lock and drop it after.
 ///
 /// # Invariants
 ///

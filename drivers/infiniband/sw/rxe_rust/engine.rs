@@ -319,8 +319,7 @@ impl Engine {
                 }
             };
             let queued = self.to_qp(qpn, pkt, |qp, pkt| {
-                // Scheduled or run after this run whatever waits in it.
-                let _kicked = QpShared::enqueue(qp, pkt)?;
+                QpShared::enqueue(qp, pkt)?;
                 to.note(qp);
                 Ok(())
             });
