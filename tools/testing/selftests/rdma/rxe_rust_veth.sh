@@ -27,12 +27,15 @@
 # ib_write_bw and ib_read_bw must still complete, an RDMA WRITE then READ of
 # BULK_SIZE bytes (rxe_rust_bulk.py) must read back the bytes it wrote, and
 # the retransmit and sequence-error counters must have moved.
-# ibv_rc_pingpong does not run over the lossy wire: it has no closing
+# ibv_rc_pingpong does not run over that wire: it has no closing
 # handshake, so when the acknowledgement of its last message is lost, the
 # peer that got the message may already have destroyed its queue pair, and
 # the sender retries into nothing (rdma_rxe, for which retry_cnt 7 means
 # forever, hangs; it did in a CI run). perftest and rxe_rust_bulk.py close
-# over TCP.
+# over TCP. Before it, ibv_rc_pingpong -c runs over a wire that loses a
+# fifth of the SEND packets each way but no acknowledgement (a u32 filter
+# on the BTH opcode sends only those through netem): each side NAKs and
+# retries, and the retransmit counters must move.
 #
 # Usage: rxe_rust_veth.sh [DRIVER...]  (default: rdma_rxe rdma_rxe_rust)
 
@@ -86,7 +89,7 @@ MCAST_GROUP=239.77.0.1
 MCAST_MSGS=20
 MCAST_SIZE=1000
 # Checks per driver (the plan is fixed: every check prints its line).
-CHECKS=36
+CHECKS=37
 # rxe_rust_capture.py, and the opcodes the capture must hold: RC SEND
 # FIRST/MIDDLE/LAST/ONLY, RDMA WRITE FIRST/MIDDLE/LAST/ONLY, READ request
 # and responses FIRST/MIDDLE/LAST/ONLY, ACK, atomic ACK, CMP_SWAP,
@@ -644,6 +647,33 @@ netem_on() {
 		tc -n $NS_A qdisc show dev $VETH_A && tc -n $NS_B qdisc show dev $VETH_B
 }
 
+# The loss of SEND packets only, on the egress of veth $2 in namespace $1:
+# RC SEND first, middle, last and last with immediate (BTH opcodes 0x00-0x03,
+# the byte after the IPv4 and UDP headers) go through netem's band of a prio
+# qdisc, everything else (acknowledgements included) through a plain band.
+SEND_LOSS="loss 20%"
+send_loss_on() {
+	tc -n $1 qdisc add dev $2 root handle 1: prio &&
+		tc -n $1 qdisc add dev $2 parent 1:3 handle 30: netem $SEND_LOSS &&
+		tc -n $1 filter add dev $2 parent 1: protocol ip prio 1 u32 \
+			match ip protocol 17 0xff match ip dport 4791 0xffff \
+			match u8 0x00 0xfc at 28 flowid 1:3
+}
+
+# ibv_rc_pingpong -c of 4000-byte messages (four packets at path MTU 1024)
+# over the wire that loses SEND packets, then the recovery counters moved.
+pingpong_send_loss() {
+	local before rc=1
+	before=$(recovery_sum) || return 1
+	if send_loss_on $NS_A $VETH_A && send_loss_on $NS_B $VETH_B; then
+		across -g "$GA4" "$GB4" ibv_rc_pingpong -c -s 4000 -n $ITERS
+		rc=$?
+	fi
+	tc -n $NS_A qdisc del dev $VETH_A root 2>/dev/null
+	tc -n $NS_B qdisc del dev $VETH_B root 2>/dev/null
+	[ $rc -eq 0 ] && recovered "$before"
+}
+
 # Succeeds if the recovery counters of both devices together grew past the
 # sum $1 (the value of recovery_sum before the lossy runs).
 # The large transfer: both veths to LARGE_NETDEV_MTU (each device's port
@@ -790,6 +820,9 @@ run_driver() {
 	else
 		run_check "PMA port counters of $DEV_A match its hw_counters" pma_matches $DEV_A
 	fi
+
+	run_check "ibv_rc_pingpong -c -s 4000 over a wire that loses $SEND_LOSS of the SEND packets each way, none of the acknowledgements" \
+		pingpong_send_loss
 
 	local lost=
 	NOT_RUN=$setup_failed
