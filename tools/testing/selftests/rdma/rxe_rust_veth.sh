@@ -651,10 +651,10 @@ netem_on() {
 # RC SEND first, middle, last and last with immediate (BTH opcodes 0x00-0x03,
 # the byte after the IPv4 and UDP headers) go through netem's band of a prio
 # qdisc, everything else (acknowledgements included) through a plain band.
-SEND_LOSS="loss 20%"
+SEND_LOSS=20%
 send_loss_on() {
 	tc -n $1 qdisc add dev $2 root handle 1: prio &&
-		tc -n $1 qdisc add dev $2 parent 1:3 handle 30: netem $SEND_LOSS &&
+		tc -n $1 qdisc add dev $2 parent 1:3 handle 30: netem loss $SEND_LOSS &&
 		tc -n $1 filter add dev $2 parent 1: protocol ip prio 1 u32 \
 			match ip protocol 17 0xff match ip dport 4791 0xffff \
 			match u8 0x00 0xfc at 28 flowid 1:3
