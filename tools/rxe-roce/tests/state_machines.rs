@@ -82,6 +82,8 @@ struct Mem {
     local: Vec<u8>,
     remote: Vec<u8>,
     atomics: u32,
+    /// Calls of `gather`: a packet without payload makes none.
+    gathers: u32,
     invalid: Vec<u32>,
     registered: Vec<Registration>,
     bound: Vec<MwBind>,
@@ -121,6 +123,7 @@ impl Mem {
 
 impl MemoryAccess for Mem {
     fn gather(&mut self, wqe: WqeRef, offset: u32, dst: &mut [u8]) -> Result<(), AccessError> {
+        self.gathers += 1;
         let len = dst.len();
         dst.copy_from_slice(self.local(wqe, offset, len)?);
         Ok(())
@@ -646,6 +649,26 @@ fn check_reads(a: &End, b: &End, n: u64) {
         let (l, r) = (id * SLOT, id * 1000);
         assert_eq!(a.mem.local[l..l + 600], b.mem.remote[r..r + 600]);
     }
+}
+
+#[test]
+fn requests_without_payload_read_no_memory() {
+    // A READ request, an atomic and a zero-length SEND carry no payload: building them must
+    // not look at the WQE's buffer (the driver would copy and decode the WQE again for
+    // nothing); a SEND with payload gathers it.
+    let (mut a, mut b) = pair(QpType::Rc, 7, 7);
+    let reqs = post_reads(&mut a, &mut b, 2);
+    assert_eq!(a.mem.gathers, 0);
+    b.deliver(&reqs);
+    a.deliver(&b.take_sent());
+    check_reads(&a, &b, 2);
+    a.post(fetch_add(2, 5));
+    a.post(wr(3, WrOpcode::Send, Remote::None, 0));
+    assert_eq!(a.take_sent().len(), 2);
+    assert_eq!(a.mem.gathers, 0);
+    a.post(wr(4, WrOpcode::Send, Remote::None, 100));
+    assert_eq!(a.take_sent().len(), 1);
+    assert_eq!(a.mem.gathers, 1);
 }
 
 #[test]

@@ -319,7 +319,7 @@ impl Engine {
                 }
             };
             let queued = self.to_qp(qpn, pkt, |qp, pkt| {
-                QpShared::enqueue(qp, pkt)?;
+                QpShared::enqueue(qp, pkt, false)?;
                 to.note(qp);
                 Ok(())
             });
@@ -702,8 +702,13 @@ impl QpShared {
     /// Schedules a run of `this` on its workqueue ([`QpShared::work_queue`]), unless it is
     /// being destroyed.
     pub(crate) fn schedule(this: ArcBorrow<'_, Self>) {
+        Self::schedule_locked(this, &this.inbox.lock());
+    }
+
+    /// Schedules a run of `this`, as [`QpShared::schedule`], with its inbox locked (`inbox`):
+    /// what the caller noted there and the scheduling take one lock.
+    fn schedule_locked(this: ArcBorrow<'_, Self>, inbox: &Inbox) {
         // Under the lock `destroy` sets `dying` under: once it is set, nothing is queued.
-        let inbox = this.inbox.lock();
         if !inbox.dying {
             // Already queued is fine: that run will see what was just added. The clone that
             // comes back is not the last reference: the caller holds one.
@@ -722,8 +727,9 @@ impl QpShared {
         packet: Packet,
     ) -> Result<(), (Error, Packet)> {
         let stream = stream_request(packet.bytes());
-        let kicked = Self::enqueue(this, packet)?;
-        if matches!(this.qp_type, IbQpType::Rc | IbQpType::Uc) {
+        let connected = matches!(this.qp_type, IbQpType::Rc | IbQpType::Uc);
+        let kicked = Self::enqueue(this, packet, connected && stream.is_none())?;
+        if connected {
             match stream {
                 // A SEND or WRITE that does not come in turn is part of a one-way stream: the
                 // work item answers it, on the other CPU, in batches.
@@ -734,8 +740,9 @@ impl QpShared {
                 // An acknowledgement or a response while requests wait for the run in process
                 // context (a stream of them, held by the last such run here or posted): that
                 // run takes it with the others, and sends what it lets go. Run here it would
-                // only complete, and hold the requests again: a run per packet.
-                None if kicked => Self::schedule(this),
+                // only complete, and hold the requests again: a run per packet. `enqueue`
+                // scheduled it.
+                None if kicked => {}
                 None => {
                     let this: Arc<Self> = this.into();
                     this.run_here_if(Context::Softirq, false, |_| true);
@@ -848,14 +855,19 @@ impl QpShared {
         }
     }
 
-    /// Queues a packet for this queue pair, without scheduling it (any context).
+    /// Queues a packet for this queue pair (any context); schedules a run only if `defer` and
+    /// new send WQEs or held requests wait for a run in process context ([`Inbox::kicked`]).
     ///
     /// Fails with `ENOBUFS` if [`MAX_INBOX_PACKETS`] wait already, `ESRCH` if the queue pair
     /// is being destroyed, or `ENOMEM`, and hands the packet back.
     ///
-    /// Returns whether new send WQEs or held requests wait for a run in process context
-    /// ([`Inbox::kicked`]), which is then scheduled or in progress.
-    fn enqueue(this: ArcBorrow<'_, Self>, packet: Packet) -> Result<bool, (Error, Packet)> {
+    /// Returns whether new send WQEs or held requests wait for a run in process context,
+    /// which is then scheduled or in progress.
+    fn enqueue(
+        this: ArcBorrow<'_, Self>,
+        packet: Packet,
+        defer: bool,
+    ) -> Result<bool, (Error, Packet)> {
         let kicked = {
             let mut inbox = this.inbox.lock();
             if inbox.dying {
@@ -873,6 +885,9 @@ impl QpShared {
                 .packets
                 .push_within_capacity(packet)
                 .map_err(|e| (ENOMEM, e.0))?;
+            if defer && inbox.kicked {
+                Self::schedule_locked(this, &inbox);
+            }
             inbox.kicked
         };
         Ok(kicked)
@@ -881,14 +896,16 @@ impl QpShared {
     /// Notes new send WQEs and schedules a run for them (any context, interrupts off
     /// included: a kernel consumer's post).
     pub(crate) fn kick_later(this: ArcBorrow<'_, Self>) {
-        this.inbox.lock().kicked = true;
-        Self::schedule(this);
+        let mut inbox = this.inbox.lock();
+        inbox.kicked = true;
+        Self::schedule_locked(this, &inbox);
     }
 
     /// Notes that the timer fired and schedules a run.
     pub(crate) fn timer_fired(self: &Arc<Self>) {
-        self.inbox.lock().due = true;
-        Self::schedule(self.as_arc_borrow());
+        let mut inbox = self.inbox.lock();
+        inbox.due = true;
+        Self::schedule_locked(self.as_arc_borrow(), &inbox);
     }
 
     /// Processes the send queue of a connected queue pair (RC, UC) now, in the caller's
@@ -1055,8 +1072,12 @@ impl QpShared {
         if due {
             end.failed |= engine.run_timers(self, t, &mut tx, &mut out);
         }
-        // Acknowledgements free room in the send window: the ring is fed after packets too.
-        if kicked || due || arrived {
+        // Acknowledgements free room in the send window: the ring is fed after packets too,
+        // unless the send side has nothing they could move on (nothing outstanding, no WQE a
+        // full window stopped, no drain to end): new WQEs come with a doorbell's note
+        // (`kicked`). A responder's run per request (a READ) skips the send queue so.
+        let feed = arrived && (t.sends_pending() || self.is_draining());
+        if kicked || due || feed {
             let s = engine.send(self, t, &mut tx, &mut out);
             end.failed |= s.failed;
             end.bad = s.bad;

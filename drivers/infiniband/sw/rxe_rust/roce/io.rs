@@ -382,7 +382,8 @@ pub(super) enum TxError {
     Memory(AccessError),
 }
 
-/// Builds a packet with `payload_len` bytes filled by `fill`, and sends it.
+/// Builds a packet with `payload_len` bytes filled by `fill` (not called without payload), and
+/// sends it.
 pub(super) fn transmit<O, F>(
     out: &mut O,
     hdr: &Outgoing,
@@ -441,7 +442,11 @@ where
         if let (Some((plt, sel)), Some(h)) = (hdr.feth, b.feth_mut()) {
             h.set(plt, sel);
         }
-        fill(b.payload_mut()).map_err(TxError::Memory)?;
+        // A packet without payload (a READ request, an acknowledgement) reads no memory: its
+        // WQE is not looked at again.
+        if payload_len > 0 {
+            fill(b.payload_mut()).map_err(TxError::Memory)?;
+        }
     }
     // Pad and ICRC: zero, for the caller to complete.
     let tail = hdr.opcode.header_len().saturating_add(payload_len);
