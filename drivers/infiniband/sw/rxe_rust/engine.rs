@@ -1072,12 +1072,8 @@ impl QpShared {
         if due {
             end.failed |= engine.run_timers(self, t, &mut tx, &mut out);
         }
-        // Acknowledgements free room in the send window: the ring is fed after packets too,
-        // unless the send side has nothing they could move on (nothing outstanding, no WQE a
-        // full window stopped, no drain to end): new WQEs come with a doorbell's note
-        // (`kicked`). A responder's run per request (a READ) skips the send queue so.
-        let feed = arrived && (t.sends_pending() || self.is_draining());
-        if kicked || due || feed {
+        // Acknowledgements free room in the send window: the ring is fed after packets too.
+        if kicked || due || arrived {
             let s = engine.send(self, t, &mut tx, &mut out);
             end.failed |= s.failed;
             end.bad = s.bad;

@@ -326,12 +326,6 @@ impl Transport {
         self.qp.requester.outstanding() <= 1
     }
 
-    /// Returns whether the send side has WQEs a received packet may move on: outstanding
-    /// ones, or ones a full window stopped.
-    pub(crate) fn sends_pending(&self) -> bool {
-        self.qp.requester.outstanding() > 0 || self.sq_stalled
-    }
-
     /// Makes the requester leave its requests to a run in process context (`hold`), or lets
     /// it send them again; returns whether a request waited since the last call.
     ///
