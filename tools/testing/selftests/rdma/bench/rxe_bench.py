@@ -312,6 +312,25 @@ def setup_devices(paths):
     return eps
 
 
+# Counters that move only when a packet was lost, resent or refused: a run whose figure is
+# low for that reason says so in the raw results and in the table.
+RECOVERY_COUNTERS = ("duplicate_request", "out_of_seq_request", "rcvd_rnr_err", "send_rnr_err",
+                     "rcvd_seq_err", "completer_retry_err")
+
+
+def recovery_count(eps):
+    """The sum of RECOVERY_COUNTERS over the devices of an endpoint pair (None if unread)."""
+    total = 0
+    for dev in sorted({eps[0].dev, eps[1].dev}):
+        for name in RECOVERY_COUNTERS:
+            try:
+                with open(f"/sys/class/infiniband/{dev}/ports/1/hw_counters/{name}") as f:
+                    total += int(f.read())
+            except (OSError, ValueError):
+                return None
+    return total
+
+
 def listening(pid, port):
     """Whether process pid's network namespace has a TCP listener on port."""
     for name in ("tcp", "tcp6"):
@@ -450,9 +469,13 @@ class Runner:
                 self.progress(f"{drv} {path} {run.id} rep {rep + 1}: n/a (failed before)")
                 continue
             iters = iters_of(run, self.opts)
+            before = recovery_count(eps)
             vals, err, secs, out = self.perftest(run.args(iters), eps, self.opts.run_timeout)
+            after = recovery_count(eps)
+            recovered = after - before if before is not None and after is not None else None
             self.record(driver=drv, path=path, run=run.id, rep=rep, ok=vals is not None,
-                        values=vals, error=err, seconds=round(secs, 2), iters=iters)
+                        values=vals, error=err, seconds=round(secs, 2), iters=iters,
+                        recovery=recovered)
             if vals is None:
                 state["failed"][key] = err
                 n = state["in_a_row"].get((drv, path), 0) + 1
@@ -465,7 +488,9 @@ class Runner:
             else:
                 state["in_a_row"][(drv, path)] = 0
                 shown = ", ".join(f"{k} {vals[k]:.2f}" for _, k, _, _ in run.figures())
-                self.progress(f"{drv} {path} {run.id} rep {rep + 1}: {shown} ({secs:.1f} s)")
+                lost = f", recovery counters +{recovered}" if recovered else ""
+                self.progress(f"{drv} {path} {run.id} rep {rep + 1}: {shown} ({secs:.1f} s"
+                              f"{lost})")
                 if self.opts.profile and rep == 0:
                     self.profile(drv, path, run, eps, iters)
 
@@ -712,8 +737,12 @@ def summarize(raw):
                     errs = [x["error"] for x in raw["runs"]
                             if x["path"] == path and x["run"] == rid and x["driver"] == drv
                             and not x.get("ok")]
+                    rec = [x["recovery"] for x in raw["runs"]
+                           if x["path"] == path and x["run"] == rid and x["driver"] == drv
+                           and x.get("ok") and x.get("recovery") is not None]
                     row[drv] = {"median": statistics.median(samples) if samples else None,
-                                "samples": samples, "errors": errs}
+                                "samples": samples, "errors": errs,
+                                "recovery": statistics.median(rec) if rec else None}
                 c, rs = row["c"]["median"], row["rust"]["median"]
                 row["ratio"] = rs / c if c and rs is not None else None
                 if row["ratio"] is not None:
@@ -782,6 +811,11 @@ def table(summary):
         for drv in ("c", "rust"):
             if f[drv]["median"] is None and f[drv]["errors"]:
                 errs.setdefault((f["path"], drv, f[drv]["errors"][0]), []).append(f["figure"])
+    lossy = [f"{f['path']} {f['figure']} {a if drv == 'c' else b} {f[drv]['recovery']:g}"
+             for f in summary["figures"] for drv in ("c", "rust") if f[drv].get("recovery")]
+    if lossy:
+        out.append("median recovery counters per run (" + ", ".join(RECOVERY_COUNTERS)
+                   + "), where not 0: " + "; ".join(lossy))
     for (path, drv, err), fl in errs.items():
         out.append(f"n/a: {a if drv == 'c' else b} {path}: {err} ({len(fl)} figure(s))")
     if summary.get("seconds"):
