@@ -730,16 +730,13 @@ def summarize(raw):
                 row = {"path": path, "figure": fid, "run": rid, "unit": unit,
                        "higher_is_better": higher}
                 for drv in ("c", "rust"):
-                    samples = [x["values"][key] for x in raw["runs"]
-                               if x["path"] == path and x["run"] == rid and x["driver"] == drv
-                               and x.get("ok") and x.get("values")
-                               and x["values"].get(key) is not None]
-                    errs = [x["error"] for x in raw["runs"]
-                            if x["path"] == path and x["run"] == rid and x["driver"] == drv
-                            and not x.get("ok")]
-                    rec = [x["recovery"] for x in raw["runs"]
-                           if x["path"] == path and x["run"] == rid and x["driver"] == drv
-                           and x.get("ok") and x.get("recovery") is not None]
+                    mine = [x for x in raw["runs"]
+                            if x["path"] == path and x["run"] == rid and x["driver"] == drv]
+                    ok = [x for x in mine if x.get("ok")]
+                    samples = [x["values"][key] for x in ok
+                               if x.get("values") and x["values"].get(key) is not None]
+                    errs = [x["error"] for x in mine if not x.get("ok")]
+                    rec = [x["recovery"] for x in ok if x.get("recovery") is not None]
                     row[drv] = {"median": statistics.median(samples) if samples else None,
                                 "samples": samples, "errors": errs,
                                 "recovery": statistics.median(rec) if rec else None}
