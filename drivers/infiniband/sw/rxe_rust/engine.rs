@@ -39,6 +39,10 @@ use crate::{
         QpTable, //
     },
     roce::{
+        headers::{
+            Bth,
+            Reth, //
+        },
         io::TimerId,
         opcode::{
             OpClass,
@@ -97,6 +101,7 @@ use kernel::{
         WorkItem, //
     },
 };
+use zerocopy::FromBytes;
 
 impl QpShared {
     /// Returns the workqueue of this queue pair's runs and timer.
@@ -584,6 +589,20 @@ fn stream_request(bytes: &[u8]) -> Option<bool> {
         .then(|| op.position().is_end())
 }
 
+/// Returns the length an RDMA READ request `bytes` asks for; `None` for any other packet.
+///
+/// Only RC has READs: the RETH follows the BTH.
+fn read_request_len(bytes: &[u8]) -> Option<u32> {
+    let op = Opcode::from_u8(*bytes.first()?)?;
+    if !op.is_request() || op.class() != OpClass::RdmaRead {
+        return None;
+    }
+    let (_, rest) = Bth::ref_from_prefix(bytes).ok()?;
+    Reth::ref_from_prefix(rest)
+        .ok()
+        .map(|(reth, _)| reth.dma_len())
+}
+
 /// Drops `v`, without the allocator call the kernel's vector makes on drop even when it never
 /// allocated (several per run on the packet path otherwise).
 fn drop_unallocated<T>(v: KVec<T>) {
@@ -727,6 +746,7 @@ impl QpShared {
         packet: Packet,
     ) -> Result<(), (Error, Packet)> {
         let stream = stream_request(packet.bytes());
+        let read_len = read_request_len(packet.bytes());
         let connected = matches!(this.qp_type, IbQpType::Rc | IbQpType::Uc);
         let kicked = Self::enqueue(this, packet, connected && stream.is_none())?;
         if connected {
@@ -743,9 +763,13 @@ impl QpShared {
                 // only complete, and hold the requests again: a run per packet. `enqueue`
                 // scheduled it.
                 None if kicked => {}
+                // A READ response goes from one context: whole from here, or all of it from
+                // the work item ([`Transport::response_exceeds`]).
                 None => {
                     let this: Arc<Self> = this.into();
-                    this.run_here_if(Context::Softirq, false, |_| true);
+                    this.run_here_if(Context::Softirq, false, |t| {
+                        !t.response_exceeds(read_len, SEND_BUDGET)
+                    });
                 }
             }
         } else {
@@ -809,12 +833,17 @@ impl QpShared {
                     return;
                 }
             };
-            if let (Some(t), Some(here)) = (guard.as_deref_mut(), here.take()) {
-                if !here(t) {
-                    drop(guard);
-                    Self::schedule(self.as_arc_borrow());
-                    return;
-                }
+            let go_on = match (guard.as_deref_mut(), here.take()) {
+                (Some(t), Some(here)) => here(t),
+                // A READ response is not resumed in softirq: the work item sends the rest
+                // ([`Transport::response_exceeds`]).
+                (Some(t), None) => ctx != Context::Softirq || !t.is_sending_response(),
+                (None, _) => true,
+            };
+            if !go_on {
+                drop(guard);
+                Self::schedule(self.as_arc_borrow());
+                return;
             }
             let end = self.run_once(&mut guard, ctx);
             drop(guard);

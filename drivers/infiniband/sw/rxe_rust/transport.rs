@@ -366,6 +366,23 @@ impl Transport {
         self.qp.is_sending_response()
     }
 
+    /// Returns whether the run in softirq of an RDMA READ request for `read_len` bytes (or of
+    /// any packet, with `None`) would send a READ response
+    /// in part only, or resume one: the work item then sends it all.
+    ///
+    /// On a veth, what a softirq sends waits in this CPU's backlog until the softirq ends,
+    /// while what a process context sends is received before its transmit call returns: the
+    /// rest of a response, sent by the work item on another CPU, overtook the part sent from
+    /// softirq, and each such gap cost the requester a retry (`ib_read_bw -s 1M` over a veth,
+    /// 2 vCPUs: `completer_retry_err` 58 and `duplicate_request` 540 in 1,000 READs; none
+    /// with one vCPU). The C driver sends every READ response from its work item.
+    pub(crate) fn response_exceeds(&self, read_len: Option<u32>, budget: usize) -> bool {
+        self.is_sending_response()
+            || read_len.is_some_and(|len| {
+                usize::try_from(self.qp.read_response_packets(len)).unwrap_or(usize::MAX) > budget
+            })
+    }
+
     /// Returns true if the packet `bytes` goes before the READ response that waits: a
     /// duplicate READ request (the requester asks again for what it misses).
     pub(crate) fn replaces_response(&self, bytes: &[u8]) -> bool {

@@ -33,6 +33,7 @@ use super::requester::{
     SendWr, //
 };
 use super::responder::Responder;
+use super::segment::packets_for;
 use super::timer::{
     AckTimeout,
     RetryCounter,
@@ -226,6 +227,15 @@ impl<const SQ: usize, const RES: usize> QpTransport<SQ, RES> {
     /// lets through.
     pub fn is_sending_response(&self) -> bool {
         self.responder.is_sending()
+    }
+
+    /// Returns how many packets the responder answers an RDMA READ request for `len` bytes
+    /// with: `ceil(len / MTU)`, at least one.
+    ///
+    /// The caller sizes where it sends the answer by it: a response sent in part from one
+    /// context and in part from another may be reordered on the way.
+    pub fn read_response_packets(&self, len: u32) -> u32 {
+        packets_for(len, self.mtu.bytes())
     }
 
     /// Returns the requester's send window, in PSNs (see [`MIN_WINDOW`]).
