@@ -672,6 +672,27 @@ fn requests_without_payload_read_no_memory() {
 }
 
 #[test]
+fn read_response_packets_counts_what_the_responder_sends() {
+    // The driver decides from this count where a READ response is sent (whole from the
+    // softirq run, or all from the work item): it must be what the responder sends.
+    for (id, len) in [0u32, 1, 255, 256, 257, 600, 1024].into_iter().enumerate() {
+        let (mut a, mut b) = pair(QpType::Rc, 7, 7);
+        let rdma = Remote::Rdma {
+            addr: REMOTE,
+            rkey: RKEY,
+        };
+        a.post(wr(id as u64, WrOpcode::RdmaRead, rdma, len));
+        b.deliver(&a.take_sent());
+        let sent = b.take_sent().len();
+        assert_eq!(
+            b.qp.read_response_packets(len) as usize,
+            sent,
+            "READ of {len} bytes"
+        );
+    }
+}
+
+#[test]
 fn late_read_response_needs_no_retry() {
     let (mut a, mut b) = pair(QpType::Rc, 7, 7);
     let resp = two_reads(&mut a, &mut b);

@@ -581,26 +581,35 @@ impl Engine {
     }
 }
 
-/// Returns `Some(ends)` if `bytes` is a SEND or RDMA WRITE request, `ends` telling whether
-/// it is the last packet of its message; `None` for any other packet.
-fn stream_request(bytes: &[u8]) -> Option<bool> {
-    let op = Opcode::from_u8(*bytes.first()?)?;
-    (op.is_request() && matches!(op.class(), OpClass::Send | OpClass::RdmaWrite))
-        .then(|| op.position().is_end())
+/// What a packet from the wire is, as far as where its queue pair runs depends on it.
+#[derive(Clone, Copy)]
+enum Arrival {
+    /// A SEND or RDMA WRITE request; whether it is the last packet of its message.
+    Stream(bool),
+    /// An RDMA READ request for this many bytes (only RC has READs: the RETH follows the BTH).
+    Read(u32),
+    /// Anything else: an acknowledgement, a response, an atomic request.
+    Other,
 }
 
-/// Returns the length an RDMA READ request `bytes` asks for; `None` for any other packet.
-///
-/// Only RC has READs: the RETH follows the BTH.
-fn read_request_len(bytes: &[u8]) -> Option<u32> {
-    let op = Opcode::from_u8(*bytes.first()?)?;
-    if !op.is_request() || op.class() != OpClass::RdmaRead {
-        return None;
+impl Arrival {
+    /// Classifies the packet `bytes` by its opcode (and a READ by its RETH).
+    fn of(bytes: &[u8]) -> Self {
+        let Some(op) = bytes.first().and_then(|&b| Opcode::from_u8(b)) else {
+            return Self::Other;
+        };
+        if !op.is_request() {
+            return Self::Other;
+        }
+        match op.class() {
+            OpClass::Send | OpClass::RdmaWrite => Self::Stream(op.position().is_end()),
+            OpClass::RdmaRead => Bth::ref_from_prefix(bytes)
+                .ok()
+                .and_then(|(_, rest)| Reth::ref_from_prefix(rest).ok())
+                .map_or(Self::Other, |(reth, _)| Self::Read(reth.dma_len())),
+            _ => Self::Other,
+        }
     }
-    let (_, rest) = Bth::ref_from_prefix(bytes).ok()?;
-    Reth::ref_from_prefix(rest)
-        .ok()
-        .map(|(reth, _)| reth.dma_len())
 }
 
 /// Drops `v`, without the allocator call the kernel's vector makes on drop even when it never
@@ -745,15 +754,15 @@ impl QpShared {
         this: ArcBorrow<'_, Self>,
         packet: Packet,
     ) -> Result<(), (Error, Packet)> {
-        let stream = stream_request(packet.bytes());
-        let read_len = read_request_len(packet.bytes());
+        let arrival = Arrival::of(packet.bytes());
+        let stream = matches!(arrival, Arrival::Stream(_));
         let connected = matches!(this.qp_type, IbQpType::Rc | IbQpType::Uc);
-        let kicked = Self::enqueue(this, packet, connected && stream.is_none())?;
+        let kicked = Self::enqueue(this, packet, connected && !stream)?;
         if connected {
-            match stream {
+            match arrival {
                 // A SEND or WRITE that does not come in turn is part of a one-way stream: the
                 // work item answers it, on the other CPU, in batches.
-                Some(ends) => {
+                Arrival::Stream(ends) => {
                     let this: Arc<Self> = this.into();
                     this.run_here_if(Context::Softirq, false, |t| t.take_turn(ends));
                 }
@@ -762,10 +771,14 @@ impl QpShared {
                 // run takes it with the others, and sends what it lets go. Run here it would
                 // only complete, and hold the requests again: a run per packet. `enqueue`
                 // scheduled it.
-                None if kicked => {}
+                _ if kicked => {}
                 // A READ response goes from one context: whole from here, or all of it from
                 // the work item ([`Transport::response_exceeds`]).
-                None => {
+                _ => {
+                    let read_len = match arrival {
+                        Arrival::Read(len) => Some(len),
+                        _ => None,
+                    };
                     let this: Arc<Self> = this.into();
                     this.run_here_if(Context::Softirq, false, |t| {
                         !t.response_exceeds(read_len, SEND_BUDGET)
