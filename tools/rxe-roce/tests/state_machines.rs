@@ -201,6 +201,9 @@ struct Io {
     hold_requests: bool,
     /// A request was refused because of `hold_requests`.
     held_request: bool,
+    /// `may_continue` says stop once this many packets wait in `sent`, as the driver's run
+    /// bounded in time does (`None`: never).
+    go_on: Option<usize>,
 }
 
 impl Clock for Io {
@@ -227,6 +230,9 @@ impl Output for Io {
     fn may_send_request(&mut self) -> bool {
         self.held_request |= self.hold_requests;
         !self.hold_requests
+    }
+    fn may_continue(&mut self) -> bool {
+        self.go_on.is_none_or(|n| self.sent.len() < n)
     }
     fn transmit(&mut self, len: usize, _: Destination) {
         if let Some(b) = &mut self.budget {
@@ -690,6 +696,73 @@ fn read_response_packets_counts_what_the_responder_sends() {
             "READ of {len} bytes"
         );
     }
+}
+
+#[test]
+fn streams_stopped_by_may_continue_go_on_in_order() {
+    // The driver bounds a run with bottom halves off in time: a READ response and the
+    // requester stop where `may_continue` says, and the next call goes on from there with
+    // one packet at least.
+    let (mut a, mut b) = pair(QpType::Rc, 7, 7);
+    let reqs = post_reads(&mut a, &mut b, 2);
+    b.io.go_on = Some(1);
+    let mut resp = Vec::new();
+    for req in &reqs {
+        b.deliver(core::slice::from_ref(req));
+        loop {
+            let sent = b.take_sent();
+            assert_eq!(sent.len(), 1, "one packet per call");
+            resp.extend(sent);
+            if !b.qp.is_sending_response() {
+                break;
+            }
+            b.qp.resume_response(&mut b.mem, &mut b.io);
+        }
+    }
+    assert_eq!(
+        two_reads_psns(&resp),
+        op_psns(&resp).iter().map(|x| x.1).collect::<Vec<_>>()
+    );
+    a.deliver(&resp);
+    check_reads(&a, &b, 2);
+
+    // The requester: three RDMA WRITEs, one packet per call.
+    a.io.go_on = Some(1);
+    for id in 2..5u64 {
+        let rdma = Remote::Rdma {
+            addr: REMOTE + 1000 * id,
+            rkey: RKEY,
+        };
+        a.post(wr(id, WrOpcode::RdmaWrite, rdma, 100));
+    }
+    let mut writes = a.take_sent();
+    assert_eq!(writes.len(), 1);
+    for _ in 0..2 {
+        a.qp.run(&mut a.mem, &mut a.io);
+        let sent = a.take_sent();
+        assert_eq!(sent.len(), 1, "one packet per call");
+        writes.extend(sent);
+    }
+    a.qp.run(&mut a.mem, &mut a.io);
+    assert!(a.take_sent().is_empty());
+    let psns: Vec<u32> = op_psns(&writes).iter().map(|x| x.1).collect();
+    assert_eq!(psns, [psns[0], psns[0] + 1, psns[0] + 2]);
+    b.deliver(&writes);
+    a.deliver(&b.take_sent());
+    assert_eq!(
+        a.sends_done()[2..],
+        [
+            (2, WcStatus::Success),
+            (3, WcStatus::Success),
+            (4, WcStatus::Success)
+        ]
+    );
+}
+
+/// The PSNs six READ responses of [`two_reads`] carry, in order: consecutive, modulo 2^24.
+fn two_reads_psns(resp: &[Vec<u8>]) -> Vec<u32> {
+    let first = op_psns(resp)[0].1;
+    (0..6).map(|i| (first + i) & 0xff_ffff).collect()
 }
 
 #[test]

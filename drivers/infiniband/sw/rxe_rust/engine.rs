@@ -1072,6 +1072,10 @@ impl QpShared {
         };
         let engine = &*self.engine;
         t.hold_requests(ctx == Context::Softirq);
+        // A run in process context is bounded in time: the work item's runs with bottom halves
+        // off, whose packets wait until it ends, most of all. A run in softirq sends a READ
+        // response whole or not at all ([`Transport::response_exceeds`]).
+        t.bound_run(ctx != Context::Softirq);
         // Packets for queue pairs of this device, queued to them before the transport is
         // unlocked.
         let mut out = KVec::new();
@@ -1130,6 +1134,7 @@ impl QpShared {
             self.inbox.lock().kicked = true;
             end.held_requests = true;
         }
+        t.bound_run(false);
         engine.note_timers(self, t);
         engine.queue_local(self, out, &mut end.receivers);
         // The vector left in its place was never allocated: its drop would still call the

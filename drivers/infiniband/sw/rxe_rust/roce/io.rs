@@ -285,6 +285,16 @@ pub trait Output {
         true
     }
 
+    /// Returns whether a stream of packets (the requester's, or a READ response) may go on
+    /// in this call; with `false` the sender stops as when [`Output::tx_buffer`] returns
+    /// `None`, and resumes at its next event.
+    ///
+    /// Asked before every packet but the first of a READ response in one call, and before
+    /// every request: a context that holds what it sends until it ends bounds it in time.
+    fn may_continue(&mut self) -> bool {
+        true
+    }
+
     /// Sends the first `len` bytes of the buffer last returned by [`Output::tx_buffer`].
     ///
     /// The bytes run from the BTH to the ICRC; pad and ICRC are zero. The

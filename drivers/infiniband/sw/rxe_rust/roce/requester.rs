@@ -415,7 +415,7 @@ impl<const N: usize> Requester<N> {
                     Admit::Next => continue,
                 }
             }
-            if !out.may_send_request() || !self.send_packet(i, mem, out) {
+            if !out.may_send_request() || !out.may_continue() || !self.send_packet(i, mem, out) {
                 break;
             }
         }

@@ -670,13 +670,18 @@ impl<const R: usize> Responder<R> {
                 hdr.aeth = Some((Syndrome::ACK_UNLIMITED, res.msn));
             }
             let src = va.wrapping_add(u64::from(offset));
-            let r = io::transmit(
-                out,
-                &hdr,
-                usize::try_from(plen).unwrap_or(usize::MAX),
-                Destination::Connected,
-                |buf| mem.read_remote(rkey, src, buf),
-            );
+            // One packet per call at least: the rest waits in the cursor as for a buffer.
+            let r = if idx != from && !out.may_continue() {
+                Err(TxError::NoBuffer)
+            } else {
+                io::transmit(
+                    out,
+                    &hdr,
+                    usize::try_from(plen).unwrap_or(usize::MAX),
+                    Destination::Connected,
+                    |buf| mem.read_remote(rkey, src, buf),
+                )
+            };
             match r {
                 Ok(()) => {}
                 Err(TxError::NoBuffer) => {
