@@ -351,10 +351,11 @@ impl Transport {
     /// it send them again; returns whether a request waited since the last call.
     ///
     /// A run in softirq sends responses only. On a veth, what it sends waits in this CPU's
-    /// backlog until the softirq ends, while what a process context sends is received before
-    /// its transmit call returns: a request sent from softirq could be overtaken by the next
-    /// one, sent by the work item on another CPU, and the responder would take the gap for a
-    /// loss. The C driver's requester, too, runs in process context only.
+    /// backlog until the softirq ends, while what a process context sends is received on its
+    /// own CPU as soon as bottom halves are on again (within a doorbell's transmit call, at
+    /// the end of a work item's run): a request sent from softirq could be overtaken by the
+    /// next one, sent by the work item on another CPU, and the responder would take the gap
+    /// for a loss. The C driver's requester, too, runs in process context only.
     pub(crate) fn hold_requests(&mut self, hold: bool) -> bool {
         self.hold_requests = hold;
         core::mem::take(&mut self.held_request)
@@ -397,10 +398,9 @@ impl Transport {
     /// any packet, with `None`) would send a READ response
     /// in part only, or resume one: the work item then sends it all.
     ///
-    /// On a veth, what a softirq sends waits in this CPU's backlog until the softirq ends,
-    /// while what a process context sends is received before its transmit call returns: the
-    /// rest of a response, sent by the work item on another CPU, overtook the part sent from
-    /// softirq, and each such gap cost the requester a retry (`ib_read_bw -s 1M` over a veth,
+    /// On a veth, what a softirq sends waits in this CPU's backlog until the softirq ends (see
+    /// [`Transport::hold_requests`]): the rest of a response, sent by the work item on another
+    /// CPU, overtook the part sent from softirq, and each such gap cost the requester a retry (`ib_read_bw -s 1M` over a veth,
     /// 2 vCPUs: `completer_retry_err` 58 and `duplicate_request` 540 in 1,000 READs; none
     /// with one vCPU). The C driver sends every READ response from its work item.
     pub(crate) fn response_exceeds(&self, read_len: Option<u32>, budget: usize) -> bool {
