@@ -6,13 +6,16 @@ The client fills a region of SIZE bytes with random data, RDMA WRITEs it
 into the server's region in 1 MiB work requests (a few in flight), asks the
 server whether its region now holds the same bytes (SHA-256 of each side),
 then clears its own region, RDMA READs the server's back and compares it
-with what it wrote, byte for byte. Work requests are 1 MiB (-c to change). Both sides exit 0 only if every work
-request completed with success and both comparisons held.
+with what it wrote, byte for byte. Work requests are 1 MiB (-c to change).
+With -w PATH the client repeats that round, with new random bytes each time,
+on the same queue pairs while PATH exists (once at least), so that they stay
+in use for as long as a test needs. Both sides exit 0 only if every work
+request completed with success and every comparison held.
 
 Arguments in perftest's shape, so that a test can run it as it runs
-ib_write_bw: rxe_rust_bulk.py [-s SIZE] [-c CHUNK] [-m MTU] -p PORT -d DEVICE
--x GID_INDEX [SERVER_ADDRESS] (without an address it is the server). Queue pair
-attributes and addresses go over TCP on PORT.
+ib_write_bw: rxe_rust_bulk.py [-s SIZE] [-c CHUNK] [-m MTU] [-w PATH] -p PORT
+-d DEVICE -x GID_INDEX [SERVER_ADDRESS] (without an address it is the
+server). Queue pair attributes and addresses go over TCP on PORT.
 """
 
 import argparse
@@ -153,61 +156,84 @@ def server(args):
     link.send(**end.info())
     end.connect(peer)
     link.send(ready=True)
-    msg = link.recv()
-    if "written" not in msg:
-        say(f"server: the client gave up before writing: {msg}")
-        return 1
-    mine = hashlib.sha256(end.mr.read(args.s, 0)).hexdigest()
-    same = mine == msg["written"]
-    link.send(same=same)
-    say(f"server: {args.s} bytes written into this region: "
-        f"{'the same bytes' if same else 'DIFFERENT bytes'} as the client's")
-    result = link.recv()
-    say(f"server: the client reports: {result}")
-    return 0 if same and result.get("ok") else 1
+    rounds = 0
+    while True:
+        msg = link.recv()
+        if "written" not in msg:
+            say(f"server: the client gave up before writing: {msg}")
+            return 1
+        mine = hashlib.sha256(end.mr.read(args.s, 0)).hexdigest()
+        same = mine == msg["written"]
+        link.send(same=same)
+        rounds += 1
+        if not same:
+            say(f"server: round {rounds}: {args.s} bytes written into this region: "
+                "DIFFERENT bytes from the client's")
+        result = link.recv()
+        if not same or not result.get("ok"):
+            say(f"server: round {rounds}: the client reports: {result}")
+            return 1
+        if not result.get("again"):
+            say(f"server: {rounds} round(s) of {args.s} bytes written into this region: "
+                "the same bytes as the client's")
+            return 0
 
 
 def client(args):
     end = End(args.d, args.x, args.s, MTUS[args.m])
-    blob = os.urandom(args.s)
-    end.mr.write(blob, args.s, 0)
     sock = socket.create_connection((args.server, args.p), timeout=WR_TIMEOUT)
     link = Link(sock)
     link.send(**end.info())
     peer = link.recv()
     end.connect(peer)
     link.recv()
+    rounds = 0
+    while True:
+        rounds += 1
+        why = one_round(end, link, peer, args, rounds)
+        if why:
+            say(f"client: round {rounds}: {why}")
+            return 1
+        again = args.w is not None and os.path.exists(args.w)
+        link.send(ok=True, again=again)
+        if not again:
+            break
+    say(f"client: {rounds} round(s): every READ gave back the bytes written")
+    return 0
+
+
+def one_round(end, link, peer, args, n):
+    """RDMA WRITEs new random bytes, has the server compare them, READs them back and
+    compares; returns None, or why it failed (the server told)."""
+    blob = os.urandom(args.s)
+    end.mr.write(blob, args.s, 0)
     start = time.time()
     why = end.transfer(e.IBV_WR_RDMA_WRITE, peer, args.s, args.c)
     if why:
-        say(f"client: RDMA WRITE failed: {why}")
         link.send(failed=why)
-        return 1
+        return f"RDMA WRITE failed: {why}"
     took = time.time() - start
-    say(f"client: RDMA WRITE of {args.s} bytes in {took:.1f} s")
+    if n == 1:
+        say(f"client: RDMA WRITE of {args.s} bytes in {took:.1f} s")
     link.send(written=hashlib.sha256(blob).hexdigest())
     if not link.recv()["same"]:
-        say("client: the server's region does not hold the bytes written")
         link.send(ok=False, why="written bytes differ")
-        return 1
+        return "the server's region does not hold the bytes written"
     end.mr.write(bytes(args.s), args.s, 0)
     start = time.time()
     why = end.transfer(e.IBV_WR_RDMA_READ, peer, args.s, args.c)
     if why:
-        say(f"client: RDMA READ failed: {why}")
         link.send(ok=False, why=why)
-        return 1
+        return f"RDMA READ failed: {why}"
     took = time.time() - start
-    back = end.mr.read(args.s, 0)
-    at = first_difference(back, blob)
+    at = first_difference(end.mr.read(args.s, 0), blob)
     if at is not None:
-        say(f"client: RDMA READ of {args.s} bytes in {took:.1f} s: "
-            f"the bytes read back differ from those written, first at offset {at}")
         link.send(ok=False, why=f"read back differs at {at}")
-        return 1
-    say(f"client: RDMA READ of {args.s} bytes in {took:.1f} s, the same bytes as written")
-    link.send(ok=True)
-    return 0
+        return (f"RDMA READ of {args.s} bytes in {took:.1f} s: the bytes read back "
+                f"differ from those written, first at offset {at}")
+    if n == 1:
+        say(f"client: RDMA READ of {args.s} bytes in {took:.1f} s, the same bytes as written")
+    return None
 
 
 def main():
@@ -216,6 +242,8 @@ def main():
     ap.add_argument("-c", type=int, default=1 << 20, help="bytes per work request (1 MiB)")
     ap.add_argument("-m", type=int, default=1024, choices=sorted(MTUS),
                     help="path MTU in bytes (1024; both sides must agree)")
+    ap.add_argument("-w", metavar="PATH",
+                    help="client: repeat the round while PATH exists")
     ap.add_argument("-p", type=int, required=True, help="TCP port")
     ap.add_argument("-d", required=True, help="RDMA device")
     ap.add_argument("-x", type=int, required=True, help="GID index")

@@ -13,9 +13,10 @@
 #   in the network stack's dropped count of /proc/net/softnet_stat): the
 #   counters together move by exactly what was sent.
 # - Then FUZZ_COUNT packets while rxe_rust_bulk.py writes and reads back
-#   BULK_MIB MiB across, again and again until the tool is done, the queue
-#   pair in A of the run of the moment named to the tool as a live target
-#   (looked up before each chunk of FUZZ_CHUNK packets). Every run must
+#   BULK_MIB MiB across, round after round on the same queue pairs until
+#   the tool is done (-w), the queue pair in A named to the tool as a live
+#   target with its PSNs of the moment (looked up before each chunk of
+#   FUZZ_CHUNK packets): every chunk must find it live. Every round must
 #   read back what it wrote; the packets that can only be dropped must all
 #   show in the counters.
 # - Then ibv_rc_pingpong across still works, and the kernel log is clean
@@ -38,7 +39,8 @@ FUZZ_LIVE_EVERY=16
 # The live queue pair is looked up again before each chunk of this many.
 FUZZ_CHUNK=5000
 BULK_MIB=4
-BULK_RUN_TIMEOUT=300
+# One bulk run lasts the whole round.
+BULK_RUN_TIMEOUT=1500
 DRV=$RXE_RUST
 DROP_COUNTERS="drop_no_memory drop_network_header drop_udp_length drop_truncated
 	drop_malformed drop_icrc drop_not_ours drop_no_qp drop_qp_gone drop_busy
@@ -107,15 +109,18 @@ live_qp() {
 			print v["lqpn"] ":" v["rq-psn"] ":" v["sq-psn"]; exit }'
 }
 
-# Bulk transfers across, one after the other while $tmp/fuzzing exists (at
-# least one); each run's result in $tmp/bulk.N.
+# Bulk transfers across while $tmp/fuzzing exists, each run's rounds on one
+# pair of queue pairs, a new run if one ends early; each run's result in
+# $tmp/bulk.N.
 bulk_loop() {
-	local i=0
+	local i=0 rc
 	while :; do
 		i=$((i + 1))
 		RUN_TIMEOUT=$BULK_RUN_TIMEOUT across -x "$GA4" "$GB4" "$BULK" -s $((BULK_MIB << 20)) \
-			>"$tmp/bulk.$i" 2>&1
-		echo "exit $?" >>"$tmp/bulk.$i"
+			-w "$tmp/fuzzing" >"$tmp/bulk.$i" 2>&1
+		rc=$?
+		grep '^client: [0-9]* round' "$tmp/client" >>"$tmp/bulk.$i"
+		echo "exit $rc" >>"$tmp/bulk.$i"
 		[ -e "$tmp/fuzzing" ] || break
 	done
 }
@@ -123,7 +128,7 @@ bulk_loop() {
 # FUZZ_COUNT packets in chunks of FUZZ_CHUNK, each aimed (classes 5-7) at
 # the bulk run's queue pair of the moment, while bulk_loop runs.
 live_round() {
-	local bpid q d0 s0 d1 s1 i runs=0 bad=0 deadline sent=0 must=0 live=0 chunks=0 n frc=0
+	local bpid q d0 s0 d1 s1 i runs=0 bad=0 deadline sent=0 must=0 live=0 chunks=0 n frc=0 rounds=0
 	d0=$(drops) && s0=$(softnet_dropped) || return 1
 	rm -f "$tmp"/bulk.*
 	touch "$tmp/fuzzing"
@@ -152,11 +157,13 @@ live_round() {
 	for i in "$tmp"/bulk.*; do
 		runs=$((runs + 1))
 		tail -n 1 "$i" | grep -qx 'exit 0' || { bad=$((bad + 1)); sed 's/^/bulk| /' "$i"; }
+		n=$(sed -n 's/^client: \([0-9]*\) round(s).*/\1/p' "$i")
+		rounds=$((rounds + ${n:-0}))
 	done
 	echo "sent $sent in $chunks chunks, $live of them at a live queue pair (the last: $q)"
-	echo "$runs bulk runs of $BULK_MIB MiB, $bad failed"
+	echo "$runs bulk runs, $rounds rounds of $BULK_MIB MiB, $bad runs failed"
 	echo "$DEV_A drop counters +$((d1 - d0)), softnet dropped +$((s1 - s0)); must be dropped: $must"
-	[ $frc -eq 0 ] && [ $sent -eq "$FUZZ_COUNT" ] && [ $live -ge 1 ] && [ $bad -eq 0 ] &&
+	[ $frc -eq 0 ] && [ $sent -eq "$FUZZ_COUNT" ] && [ $live -eq $chunks ] && [ $bad -eq 0 ] &&
 		[ $runs -ge 1 ] && [ $((d1 - d0 + s1 - s0)) -ge "$must" ]
 }
 
