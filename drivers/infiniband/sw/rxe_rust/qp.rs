@@ -1177,11 +1177,17 @@ impl RxeQp {
             max_rdma_ctxs: 0,
         };
         let draining = self.shared.is_draining();
+        // The PSNs now, not those of the last modify, as `rxe_qp_to_attr` reports them.
+        let psns = self.shared.transport.lock().as_ref().map(|t| t.psns());
         attr.update(|a| {
             a.qp_state = state;
             a.cur_qp_state = state;
             a.cap = cap.into();
             a.sq_draining = u8::from(draining);
+            if let Some((rq_psn, sq_psn)) = psns {
+                a.rq_psn = rq_psn;
+                a.sq_psn = sq_psn;
+            }
         });
         QpReport {
             attr,

@@ -388,6 +388,12 @@ impl Transport {
         in_turn
     }
 
+    /// Returns the queue pair's PSNs now: the next request the responder expects (RQ PSN) and
+    /// the next packet the requester sends (SQ PSN).
+    pub(crate) fn psns(&self) -> (u32, u32) {
+        (self.qp.expected_psn().get(), self.qp.send_psn().get())
+    }
+
     /// Returns whether a READ response waits for transmit buffers: received packets wait
     /// in [`Transport::backlog`] until it is sent.
     pub(crate) fn is_sending_response(&self) -> bool {

@@ -192,6 +192,8 @@ def scenario(drv):
     timer_independence_scenario(drv, p, src, dst)
 
     # RDMA WRITE then READ of many packets and pages.
+    sq0 = p.a.query(e.IBV_QP_SQ_PSN)[0].sq_psn
+    rq0 = p.b.query(e.IBV_QP_RQ_PSN)[0].rq_psn
     a_buf, b_buf = p.mr(BIG), p.mr(BIG)
     blob = os.urandom(BIG)
     a_buf.write(blob, BIG)
@@ -207,6 +209,14 @@ def scenario(drv):
           len(w) == 1 and w[0].status == e.IBV_WC_SUCCESS and w[0].byte_len == BIG,
           f"{[(x.wr_id, x.status, x.byte_len) for x in w]}")
     check(f"{drv}: the read bytes are the remote bytes", back.read(BIG, 0) == blob)
+    # query_qp reports the PSNs now, as rxe_qp_to_attr does, not those of the last modify:
+    # the WRITE's packets and the READ's responses each take a PSN (path MTU 1024).
+    n = 2 * BIG // 1024
+    sq1 = p.a.query(e.IBV_QP_SQ_PSN)[0].sq_psn
+    rq1 = p.b.query(e.IBV_QP_RQ_PSN)[0].rq_psn
+    check(f"{drv}: query_qp's sq_psn and rq_psn moved by the {n} PSNs of the WRITE and READ",
+          sq0 == rq0 and sq1 == (sq0 + n) & 0xffffff and rq1 == (rq0 + n) & 0xffffff,
+          f"sender sq_psn {sq0} -> {sq1}, receiver rq_psn {rq0} -> {rq1}")
 
     # No peer: the retransmit timer, then the retry count runs out.
     before = counters()

@@ -263,6 +263,11 @@ impl<const SQ: usize, const RES: usize> QpTransport<SQ, RES> {
         self.responder.expected_psn()
     }
 
+    /// Returns the PSN of the next packet the requester sends: a retry's, while it goes back.
+    pub fn send_psn(&self) -> Psn {
+        self.requester.send_position()
+    }
+
     /// Returns true if `pkt` should be handed to [`QpTransport::receive`] even while
     /// [`QpTransport::is_sending_response`]: a duplicate READ request, answered first.
     pub fn replaces_response(&self, pkt: &Packet<'_>) -> bool {
