@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! Port counters, named and ordered as the C driver's (`rdma statistic show link rxe0/1`), then
-//! optional ones the C driver does not have: received packets dropped, by reason.
+//! optional ones the C driver does not have: received packets dropped, by reason, and tail-loss
+//! probes sent.
 //!
 //! The optional counters show once enabled (`rdma statistic set link rxe0/1 optional-counters
 //! drop_icrc,...`); sysfs and the default view keep the C driver's list.
@@ -64,10 +65,13 @@ pub(crate) enum Counter {
     /// Discarded by its queue pair's transport: an opcode its type does not take, a response
     /// to nothing outstanding, a request while it sends a READ response, a malformed ACK.
     DropTransport,
+    /// Sent: a tail-loss probe, the last packet sent again without a transport retry (a
+    /// `duplicate_request` at the responder when nothing was lost).
+    TailProbe,
 }
 
 /// The number of counters.
-const COUNT: usize = 30;
+const COUNT: usize = 31;
 
 /// The counters' names, in [`Counter`] order.
 pub(crate) static NAMES: [StatDesc; COUNT] = [
@@ -101,9 +105,10 @@ pub(crate) static NAMES: [StatDesc; COUNT] = [
     StatDesc::optional(c"drop_qp_state"),
     StatDesc::optional(c"drop_purge"),
     StatDesc::optional(c"drop_transport"),
+    StatDesc::optional(c"tail_probe"),
 ];
 
-const _: () = assert!(Counter::DropTransport as usize + 1 == COUNT);
+const _: () = assert!(Counter::TailProbe as usize + 1 == COUNT);
 
 /// The values of a device's counters.
 pub(crate) struct Counters([AtomicU64; COUNT]);

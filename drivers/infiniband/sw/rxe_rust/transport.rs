@@ -1209,6 +1209,7 @@ impl Output for Io<'_> {
             RoceCounter::RetryExceeded => Counter::RetryExceededErr,
             RoceCounter::RnrRetryExceeded => Counter::RetryRnrExceededErr,
             RoceCounter::DroppedPackets => Counter::DropTransport,
+            RoceCounter::TailProbe => Counter::TailProbe,
             _ => return,
         };
         self.env.counters.inc(c);

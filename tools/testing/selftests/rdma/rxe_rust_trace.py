@@ -14,7 +14,8 @@ each side (the setup of rxe_rust_drops.py), every rxe_rust event enabled:
 - ib_send_bw of messages of four packets over a lossy wire (netem on the
   sender's side): rxe_rust_retransmit events, those of the transport
   retries (cause nak, timeout or reorder) as many as the
-  completer_retry_err counters moved, at least one, the rest tail probes;
+  completer_retry_err counters moved, at least one, the rest tail probes,
+  as many as the optional counter tail_probe moved;
 - a SEND to a queue pair of A with no receive buffer yet (two QPs of A,
   loopback): A's rxe_rust_rnr_nak events, sent and received, match the
   send_rnr_err and rcvd_rnr_err counters and name the SEND's PSN, and each
@@ -67,6 +68,21 @@ def dev_index(ns, dev):
 def counters(dev):
     return {n: net.counter(dev, n) for n in
             ("completer_retry_err", "send_rnr_err", "rcvd_rnr_err")}
+
+
+def tail_probes():
+    """The sum of both devices' optional counter tail_probe (shown here), or None."""
+    total = 0
+    for ns, dev in ((net.NS_A, net.DEV_A), (net.NS_B, net.DEV_B)):
+        net.run("ip", "netns", "exec", ns, "rdma", "statistic", "set", "link", f"{dev}/1",
+                "optional-counters", "tail_probe")
+        r = net.run("ip", "netns", "exec", ns, "rdma", "-j", "statistic", "show", "link",
+                    f"{dev}/1")
+        try:
+            total += int(json.loads(r.stdout)[0]["tail_probe"])
+        except (ValueError, IndexError, KeyError, TypeError):
+            return None
+    return total
 
 
 def drops(idx_a):
@@ -163,6 +179,7 @@ def send_bw(iters, size):
 
 def lossy(idx_a, idx_b):
     before = (counters(net.DEV_A), counters(net.DEV_B))
+    probes_before = tail_probes()
     net.trace_write("trace", "")
     # ib_send_bw, not ibv_rc_pingpong: pingpong has no closing handshake, so
     # whichever side sends the last message may exit while the other still
@@ -179,6 +196,7 @@ def lossy(idx_a, idx_b):
         net.run("ip", "netns", "exec", net.NS_B, "tc", "qdisc", "del", "dev",
                 net.VETH_B, "root")
     after = (counters(net.DEV_A), counters(net.DEV_B))
+    probes_after = tail_probes()
     moved = sum(a["completer_retry_err"] - b["completer_retry_err"]
                 for a, b in zip(after, before))
     ev = [f for n, f in events() if n == "rxe_rust_retransmit" and
@@ -195,6 +213,10 @@ def lossy(idx_a, idx_b):
               len(retries) + len(probes) == len(ev),
               f"{len(retries)} retries (counters moved by {moved}), "
               f"{len(probes)} tail probes, {len(ev)} events; e.g. {ev[:2]}")
+    RES.check(f"{DRV}: the optional counter tail_probe moved by the tail probes reported",
+              None not in (probes_before, probes_after) and
+              probes_after - probes_before == len(probes),
+              f"tail_probe {probes_before} -> {probes_after}, {len(probes)} events")
 
 
 def rnr(idx_a):

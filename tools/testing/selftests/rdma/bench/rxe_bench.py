@@ -290,9 +290,12 @@ class Endpoint:
     def __init__(self, dev, gid, ns=None):
         self.dev, self.gid, self.ns = dev, gid, ns
 
+    def here(self, args):
+        """args as a command run in the endpoint's namespace."""
+        return (["ip", "netns", "exec", self.ns] if self.ns else []) + args
+
     def argv(self, args):
-        pre = ["ip", "netns", "exec", self.ns] if self.ns else []
-        return pre + args + ["-d", self.dev, "-x", str(self.gid)]
+        return self.here(args + ["-d", self.dev, "-x", str(self.gid)])
 
 
 def setup_devices(paths):
@@ -328,6 +331,31 @@ def recovery_count(eps):
                     total += int(f.read())
             except (OSError, ValueError):
                 return None
+    return total
+
+
+def probe_count(eps):
+    """The sum of the optional counter tail_probe over the devices of an endpoint pair,
+    shown first if need be (None where the driver has no such counter: the C driver).
+
+    A tail-loss probe resends one packet without a retry: on a lossless wire it is a
+    duplicate_request at the responder, which the recovery sum counts."""
+    total = 0
+    for ep in {(e.dev, e.ns): e for e in eps[:2]}.values():
+        show = ep.here(["rdma", "-j", "statistic", "show", "link", f"{ep.dev}/1"])
+        for _ in range(2):
+            try:
+                entry = json.loads(sh(show).stdout)[0]
+            except (ValueError, IndexError, subprocess.TimeoutExpired):
+                return None
+            if "tail_probe" in entry:
+                total += int(entry["tail_probe"])
+                break
+            if sh(ep.here(["rdma", "statistic", "set", "link", f"{ep.dev}/1",
+                           "optional-counters", "tail_probe"])).returncode != 0:
+                return None
+        else:
+            return None
     return total
 
 
@@ -469,13 +497,15 @@ class Runner:
                 self.progress(f"{drv} {path} {run.id} rep {rep + 1}: n/a (failed before)")
                 continue
             iters = iters_of(run, self.opts)
-            before = recovery_count(eps)
+            before, probes_before = recovery_count(eps), probe_count(eps)
             vals, err, secs, out = self.perftest(run.args(iters), eps, self.opts.run_timeout)
-            after = recovery_count(eps)
+            after, probes_after = recovery_count(eps), probe_count(eps)
             recovered = after - before if before is not None and after is not None else None
+            probes = (probes_after - probes_before
+                      if None not in (probes_before, probes_after) else None)
             self.record(driver=drv, path=path, run=run.id, rep=rep, ok=vals is not None,
                         values=vals, error=err, seconds=round(secs, 2), iters=iters,
-                        recovery=recovered)
+                        recovery=recovered, tail_probes=probes)
             if vals is None:
                 state["failed"][key] = err
                 n = state["in_a_row"].get((drv, path), 0) + 1
@@ -489,6 +519,8 @@ class Runner:
                 state["in_a_row"][(drv, path)] = 0
                 shown = ", ".join(f"{k} {vals[k]:.2f}" for _, k, _, _ in run.figures())
                 lost = f", recovery counters +{recovered}" if recovered else ""
+                if recovered and probes:
+                    lost += f" (tail probes {probes})"
                 self.progress(f"{drv} {path} {run.id} rep {rep + 1}: {shown} ({secs:.1f} s"
                               f"{lost})")
                 if self.opts.profile and rep == 0:
@@ -737,9 +769,11 @@ def summarize(raw):
                                if x.get("values") and x["values"].get(key) is not None]
                     errs = [x["error"] for x in mine if not x.get("ok")]
                     rec = [x["recovery"] for x in ok if x.get("recovery") is not None]
+                    probes = [x["tail_probes"] for x in ok if x.get("tail_probes") is not None]
                     row[drv] = {"median": statistics.median(samples) if samples else None,
                                 "samples": samples, "errors": errs,
-                                "recovery": statistics.median(rec) if rec else None}
+                                "recovery": statistics.median(rec) if rec else None,
+                                "tail_probes": statistics.median(probes) if probes else None}
                 c, rs = row["c"]["median"], row["rust"]["median"]
                 row["ratio"] = rs / c if c and rs is not None else None
                 if row["ratio"] is not None:
@@ -809,10 +843,12 @@ def table(summary):
             if f[drv]["median"] is None and f[drv]["errors"]:
                 errs.setdefault((f["path"], drv, f[drv]["errors"][0]), []).append(f["figure"])
     lossy = [f"{f['path']} {f['figure']} {a if drv == 'c' else b} {f[drv]['recovery']:g}"
+             + (f" ({f[drv]['tail_probes']:g} tail probes)" if f[drv].get("tail_probes") else "")
              for f in summary["figures"] for drv in ("c", "rust") if f[drv].get("recovery")]
     if lossy:
         out.append("median recovery counters per run (" + ", ".join(RECOVERY_COUNTERS)
-                   + "), where not 0: " + "; ".join(lossy))
+                   + "), where not 0, with the median of tail probes among them: "
+                   + "; ".join(lossy))
     for (path, drv, err), fl in errs.items():
         out.append(f"n/a: {a if drv == 'c' else b} {path}: {err} ({len(fl)} figure(s))")
     if summary.get("seconds"):
