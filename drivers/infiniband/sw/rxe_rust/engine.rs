@@ -1135,6 +1135,7 @@ impl QpShared {
             end.held_requests = true;
         }
         t.bound_run(false);
+        self.note_psns(Some(t));
         engine.note_timers(self, t);
         engine.queue_local(self, out, &mut end.receivers);
         // The vector left in its place was never allocated: its drop would still call the

@@ -57,6 +57,7 @@ use crate::{
     srq::SrqCore,
     transport::{
         roce_type,
+        Psns,
         Transport, //
     },
     tx::Path,
@@ -176,6 +177,12 @@ pub(crate) struct QpShared {
     /// Where the consumers of the send and receive completion queues stood at the last
     /// doorbell ([`QpShared::polled_since_doorbell`]).
     doorbell_mark: AtomicU64,
+    /// The transport's PSNs when it started or its last run ended ([`QpShared::note_psns`]),
+    /// [`NO_PSNS`] without a transport.
+    ///
+    /// `query_qp` reads them here, not under the transport's lock: an event handler that a
+    /// run calls (with the lock held) may query the queue pair.
+    psns: AtomicU64,
     /// Whether user space produces the work requests (through the mapped rings).
     pub(crate) user: bool,
     /// The protection domain (its address: an identity, never dereferenced).
@@ -303,7 +310,29 @@ pub(crate) const MAX_SEND_WQE: usize = param::SEND_WQE_SIZE + param::MAX_INLINE_
 /// The largest receive WQE a kernel consumer can post.
 const MAX_RECV_WQE: usize = param::RECV_WQE_SIZE + param::MAX_SGE as usize * param::SGE_SIZE;
 
+/// [`QpShared::psns`] without a transport.
+const NO_PSNS: u64 = u64::MAX;
+
 impl QpShared {
+    /// Publishes the PSNs of the transport `t` for `query_qp`, or that there is none.
+    pub(crate) fn note_psns(&self, t: Option<&Transport>) {
+        let v = t.map_or(NO_PSNS, |t| {
+            let p = t.psns();
+            (u64::from(p.rq) << 32) | u64::from(p.sq)
+        });
+        self.psns.store(v, Relaxed);
+    }
+
+    /// Returns the PSNs published last, if there is a transport.
+    fn published_psns(&self) -> Option<Psns> {
+        let v = self.psns.load(Relaxed);
+        // A PSN has 24 bits: a published pair is never `NO_PSNS`.
+        (v != NO_PSNS).then_some(Psns {
+            rq: (v >> 32) as u32,
+            sq: v as u32,
+        })
+    }
+
     /// Sets the timer to fire in `delay`, replacing the deadline of a pending one.
     pub(crate) fn arm_timer(self: &Arc<Self>, delay: Jiffies) {
         // A pending timer keeps the reference it was set with: the clone comes back, dropped.
@@ -968,6 +997,7 @@ impl RxeQp {
                 state: AtomicU32::new(QpState::Reset as u32),
                 sq_drain: AtomicU32::new(0),
                 doorbell_mark: AtomicU64::new(0),
+                psns: AtomicU64::new(NO_PSNS),
                 user,
                 pd: pd.as_raw() as usize,
                 handle,
@@ -1086,11 +1116,13 @@ impl RxeQp {
                         sq_read,
                         st.path,
                     )?;
+                    shared.note_psns(Some(&t));
                     *shared.transport.lock() = Some(t);
                 }
                 QpState::Rts if cur == QpState::Rtr => {
                     if let Some(t) = (*shared.transport.lock()).as_mut() {
                         t.start(shared, self.sq_sig_all, &st.attr, port_mtu)?;
+                        shared.note_psns(Some(t));
                     }
                 }
                 _ => (),
@@ -1118,6 +1150,7 @@ impl RxeQp {
         } else if next == QpState::Reset {
             // Dropped after the unlock.
             let old = shared.transport.lock().take();
+            shared.note_psns(None);
             shared.retire_transport(old);
             shared.discard();
         } else if next == QpState::Rts && cur != QpState::Rts {
@@ -1178,15 +1211,15 @@ impl RxeQp {
         };
         let draining = self.shared.is_draining();
         // The PSNs now, not those of the last modify, as `rxe_qp_to_attr` reports them.
-        let psns = self.shared.transport.lock().as_ref().map(|t| t.psns());
+        let psns = self.shared.published_psns();
         attr.update(|a| {
             a.qp_state = state;
             a.cur_qp_state = state;
             a.cap = cap.into();
             a.sq_draining = u8::from(draining);
-            if let Some((rq_psn, sq_psn)) = psns {
-                a.rq_psn = rq_psn;
-                a.sq_psn = sq_psn;
+            if let Some(p) = psns {
+                a.rq_psn = p.rq;
+                a.sq_psn = p.sq;
             }
         });
         QpReport {

@@ -388,10 +388,12 @@ impl Transport {
         in_turn
     }
 
-    /// Returns the queue pair's PSNs now: the next request the responder expects (RQ PSN) and
-    /// the next packet the requester sends (SQ PSN).
-    pub(crate) fn psns(&self) -> (u32, u32) {
-        (self.qp.expected_psn().get(), self.qp.send_psn().get())
+    /// Returns the queue pair's PSNs now.
+    pub(crate) fn psns(&self) -> Psns {
+        Psns {
+            rq: self.qp.expected_psn().get(),
+            sq: self.qp.send_psn().get(),
+        }
     }
 
     /// Returns whether a READ response waits for transmit buffers: received packets wait
@@ -547,6 +549,15 @@ impl Packet {
 
 /// The UDP header's length, before the packet in a datagram's data.
 const UDP_HEADER_LEN: usize = core::mem::size_of::<UdpHeader>();
+
+/// A queue pair's PSNs, as `query_qp` reports them.
+#[derive(Clone, Copy)]
+pub(crate) struct Psns {
+    /// The PSN of the next request the responder expects.
+    pub(crate) rq: u32,
+    /// The PSN of the next packet the requester sends: a retry's, while it goes back.
+    pub(crate) sq: u32,
+}
 
 /// Runs `f` on the transport's protocol state with its memory and output.
 pub(crate) fn with_io<R>(

@@ -160,7 +160,7 @@ def server(args):
     while True:
         msg = link.recv()
         if "written" not in msg:
-            say(f"server: the client gave up before writing: {msg}")
+            say(f"server: round {rounds + 1}: the client's WRITE failed: {msg}")
             return 1
         mine = hashlib.sha256(end.mr.read(args.s, 0)).hexdigest()
         same = mine == msg["written"]

@@ -39,8 +39,8 @@ FUZZ_LIVE_EVERY=16
 # The live queue pair is looked up again before each chunk of this many.
 FUZZ_CHUNK=5000
 BULK_MIB=4
-# One bulk run lasts the whole round.
-BULK_RUN_TIMEOUT=1500
+# One bulk run lasts the whole round: a datagram costs up to 2 ms, with room.
+BULK_RUN_TIMEOUT=$((600 + FUZZ_COUNT * 3 / 1000))
 DRV=$RXE_RUST
 DROP_COUNTERS="drop_no_memory drop_network_header drop_udp_length drop_truncated
 	drop_malformed drop_icrc drop_not_ours drop_no_qp drop_qp_gone drop_busy
@@ -119,7 +119,7 @@ bulk_loop() {
 		RUN_TIMEOUT=$BULK_RUN_TIMEOUT across -x "$GA4" "$GB4" "$BULK" -s $((BULK_MIB << 20)) \
 			-w "$tmp/fuzzing" >"$tmp/bulk.$i" 2>&1
 		rc=$?
-		grep '^client: [0-9]* round' "$tmp/client" >>"$tmp/bulk.$i"
+		grep '^client: [0-9][0-9]* round' "$tmp/client" >>"$tmp/bulk.$i"
 		echo "exit $rc" >>"$tmp/bulk.$i"
 		[ -e "$tmp/fuzzing" ] || break
 	done
@@ -157,7 +157,7 @@ live_round() {
 	for i in "$tmp"/bulk.*; do
 		runs=$((runs + 1))
 		tail -n 1 "$i" | grep -qx 'exit 0' || { bad=$((bad + 1)); sed 's/^/bulk| /' "$i"; }
-		n=$(sed -n 's/^client: \([0-9]*\) round(s).*/\1/p' "$i")
+		n=$(sed -n 's/^client: \([0-9][0-9]*\) round(s).*/\1/p' "$i")
 		rounds=$((rounds + ${n:-0}))
 	done
 	echo "sent $sent in $chunks chunks, $live of them at a live queue pair (the last: $q)"
