@@ -180,8 +180,8 @@ pub(crate) struct QpShared {
     /// The transport's PSNs when it started or its last run ended ([`QpShared::note_psns`]),
     /// [`NO_PSNS`] without a transport.
     ///
-    /// `query_qp` reads them here, not under the transport's lock: an event handler that a
-    /// run calls (with the lock held) may query the queue pair.
+    /// `query_qp` reads them here, not under the transport's lock: a query does not wait for
+    /// a run (which may send for milliseconds), nor a run for a query.
     psns: AtomicU64,
     /// Whether user space produces the work requests (through the mapped rings).
     pub(crate) user: bool,
