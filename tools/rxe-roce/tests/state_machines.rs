@@ -970,6 +970,40 @@ fn sequence_error_nak_resends_from_its_psn_not_before() {
 }
 
 #[test]
+fn sequence_error_nak_past_all_sent_spends_no_retry() {
+    // No retry at all: one spent on this NAK fails the READ.
+    let (mut a, mut b) = pair(QpType::Rc, 0, 7);
+    let reqs = post_reads(&mut a, &mut b, 1);
+    b.deliver(&reqs);
+    let responses = b.take_sent();
+    assert_eq!(responses.len(), 3);
+    // A request A never sent (forged, or stale), far ahead of B's PSN: B NAKs it with the
+    // PSN it expects, which is past everything A sent. Nothing of A's was lost.
+    let mut forged = reqs[0].clone();
+    let psn = Packet::parse(&forged).unwrap().psn().add(1 << 22);
+    forged[9..12].copy_from_slice(&psn.get().to_be_bytes()[1..]);
+    b.deliver(&[forged]);
+    let nak = b.take_sent();
+    assert_eq!(
+        opcodes(&nak),
+        [(
+            Opcode::RC_ACKNOWLEDGE,
+            0xff_fffe + 3 - 0x100_0000,
+            Some(Syndrome::Nak(NakCode::PsnSequenceError))
+        )]
+    );
+    a.deliver(&nak);
+    assert_eq!(a.count(Counter::Retry), 0);
+    assert!(a.take_sent().is_empty(), "nothing to ask for again");
+    assert!(
+        a.sends_done().is_empty(),
+        "the READ still waits for its responses"
+    );
+    a.deliver(&responses);
+    check_reads(&a, &b, 1);
+}
+
+#[test]
 fn read_response_resumes_where_buffers_ran_out() {
     let (mut a, mut b) = pair(QpType::Rc, 7, 7);
     for (i, x) in b.mem.remote.iter_mut().enumerate() {
