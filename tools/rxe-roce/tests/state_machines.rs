@@ -936,6 +936,18 @@ fn read_responses_further_than_the_window_do_not_fill_a_gap() {
     );
 }
 
+/// Asserts that `pkts` is one NAK of a PSN sequence error at `psn`.
+fn assert_sequence_nak(pkts: &[Vec<u8>], psn: u32) {
+    assert_eq!(
+        opcodes(pkts),
+        [(
+            Opcode::RC_ACKNOWLEDGE,
+            psn,
+            Some(Syndrome::Nak(NakCode::PsnSequenceError))
+        )]
+    );
+}
+
 #[test]
 fn sequence_error_nak_resends_from_its_psn_not_before() {
     let (mut a, mut b) = pair(QpType::Rc, 7, 7);
@@ -947,14 +959,7 @@ fn sequence_error_nak_resends_from_its_psn_not_before() {
     assert_eq!(responses.len(), 3);
     b.deliver(&reqs[2..]);
     let nak = b.take_sent();
-    assert_eq!(
-        opcodes(&nak),
-        [(
-            Opcode::RC_ACKNOWLEDGE,
-            0xff_fffe + 3 - 0x100_0000,
-            Some(Syndrome::Nak(NakCode::PsnSequenceError))
-        )]
-    );
+    assert_sequence_nak(&nak, 0xff_fffe + 3 - 0x100_0000);
     a.deliver(&nak);
     assert_eq!(a.count(Counter::Retry), 1);
     let again = a.take_sent();
@@ -984,14 +989,7 @@ fn sequence_error_nak_past_all_sent_spends_no_retry() {
     forged[9..12].copy_from_slice(&psn.get().to_be_bytes()[1..]);
     b.deliver(&[forged]);
     let nak = b.take_sent();
-    assert_eq!(
-        opcodes(&nak),
-        [(
-            Opcode::RC_ACKNOWLEDGE,
-            0xff_fffe + 3 - 0x100_0000,
-            Some(Syndrome::Nak(NakCode::PsnSequenceError))
-        )]
-    );
+    assert_sequence_nak(&nak, 0xff_fffe + 3 - 0x100_0000);
     a.deliver(&nak);
     assert_eq!(a.count(Counter::Retry), 0);
     assert!(a.take_sent().is_empty(), "nothing to ask for again");
