@@ -349,6 +349,7 @@ impl Engine {
         let env = self.env(qp);
         let (mut tx, mut out) = (KVec::new(), KVec::new());
         with_io(t, &env, &mut tx, &mut out, |roce, _mem, io| roce.fail(io));
+        qp.note_psns(Some(t));
         let mut receivers = Receivers::default();
         self.queue_local(qp, out, &mut receivers);
         drop(guard);
