@@ -58,31 +58,44 @@ counter() {
 	cat "/sys/class/infiniband/$DEV/ports/1/hw_counters/$1"
 }
 
-# The controller (nvmeN) the host has for our subsystem, if any.
-controller() {
-	local c
+# Sets CTRL to the controller (nvmeN) the host has for our subsystem; fails
+# if there is none. Shell built-ins only: on the debug kernel each program
+# started costs 0.2 s of CPU time or more, and the cycles poll this.
+find_controller() {
+	local c q
+	CTRL=
 	for c in /sys/class/nvme/nvme*; do
-		[ -e "$c/subsysnqn" ] || continue
-		[ "$(cat "$c/subsysnqn")" = "$NQN" ] && { basename "$c"; return 0; }
+		read -r q 2>/dev/null <"$c/subsysnqn" || continue
+		[ "$q" = "$NQN" ] && { CTRL=${c##*/}; return 0; }
 	done
 	return 1
 }
 
-# The block device of our subsystem's namespace 1 (/dev/nvmeXn1), once it
-# exists: its parent is our controller (the test kernel has no NVMe
-# multipath, whose head disks would hang off the subsystem instead).
-namespace_dev() {
-	local c n
-	c=$(controller) || return 1
-	for n in /sys/class/nvme/"$c"/nvme*n1; do
-		n=$(basename "$n")
-		[ -b "/dev/$n" ] && { echo "/dev/$n"; return 0; }
+controller() {
+	find_controller && echo "$CTRL"
+}
+
+# Sets NSDEV to the block device of our subsystem's namespace 1
+# (/dev/nvmeXn1), once it exists: its parent is our controller (the test
+# kernel has no NVMe multipath, whose head disks would hang off the
+# subsystem instead).
+find_namespace() {
+	local n
+	NSDEV=
+	find_controller || return 1
+	for n in /sys/class/nvme/"$CTRL"/nvme*n1; do
+		n=/dev/${n##*/}
+		[ -b "$n" ] && { NSDEV=$n; return 0; }
 	done
 	return 1
+}
+
+namespace_dev() {
+	find_namespace && echo "$NSDEV"
 }
 
 no_controller() {
-	! controller >/dev/null
+	! find_controller
 }
 
 target_setup() {
@@ -114,7 +127,7 @@ setup() {
 
 nvme_connect() {
 	nvme connect -t rdma -a $IP4 -s $SVC -n $NQN $CONNECT_OPTS || return 1
-	WAIT_SECONDS=30 wait_for namespace_dev >/dev/null || {
+	WAIT_SECONDS=30 wait_for find_namespace || {
 		echo "no block device for $NQN after connecting"
 		ls /sys/class/nvme /sys/block
 		return 1
@@ -158,22 +171,49 @@ counters_moved() {
 	[ $s -ge $need ] && [ $r -ge $need ]
 }
 
-# NVME_CYCLES connects and disconnects, reading the pattern's first 4 KiB
-# back each time.
+# Connects as nvme-cli does, with shell built-ins: writes the options to
+# /dev/nvme-fabrics and reads back "instance=N,cntlid=M". nvme-cli costs a
+# second of CPU time per run on the debug kernel; the kernel's work is the
+# same (the first connect and disconnect of each driver go through nvme-cli).
+fabrics_connect() {
+	local fd line
+	exec {fd}<>/dev/nvme-fabrics || return 1
+	printf '%s' "nqn=$NQN,transport=rdma,traddr=$IP4,trsvcid=$SVC,hostnqn=$HOSTNQN,hostid=$HOSTID,nr_io_queues=1,queue_size=16" >&$fd &&
+		read -r line <&$fd
+	exec {fd}>&-
+	case $line in
+	instance=*) echo "connected: $line" ;;
+	*) echo "no controller from /dev/nvme-fabrics: '$line'"; return 1 ;;
+	esac
+	WAIT_SECONDS=30 wait_for find_namespace || {
+		echo "no block device for $NQN after connecting"
+		return 1
+	}
+}
+
+# Deletes our controller as nvme disconnect does (delete_controller returns
+# once it is gone) and checks that it is.
+fabrics_disconnect() {
+	find_controller || { echo "no controller to disconnect"; return 1; }
+	echo 1 >"/sys/class/nvme/$CTRL/delete_controller" || return 1
+	WAIT_SECONDS=30 wait_for no_controller || { echo "controller $CTRL still there"; return 1; }
+}
+
+# $1 connects and disconnects, reading the pattern's first 4 KiB back each
+# time.
 cycles() {
-	local i d t0 t1 t2 conn=0 disc=0 n=$1
+	local i t0 t1 t2 conn=0 disc=0 n=$1
 	for i in $(seq "$n"); do
-		t0=$(date +%s%N)
-		nvme_connect >"$tmp/cycle" 2>&1 || { echo "cycle $i: connect failed"; cat "$tmp/cycle"; return 1; }
-		d=$(namespace_dev)
-		dd if="$d" of="$tmp/block" bs=4k count=1 iflag=direct status=none &&
-			cmp -n 4096 "$tmp/pattern" "$tmp/block" || { echo "cycle $i: $d read back wrong"; return 1; }
-		t1=$(date +%s%N)
-		nvme_disconnect || { echo "cycle $i: disconnect failed"; return 1; }
-		t2=$(date +%s%N)
-		conn=$((conn + t1 - t0)) disc=$((disc + t2 - t1))
+		t0=$EPOCHREALTIME
+		fabrics_connect >"$tmp/cycle" 2>&1 || { echo "cycle $i: connect failed"; cat "$tmp/cycle"; return 1; }
+		dd if="$NSDEV" of="$tmp/block" bs=4k count=1 iflag=direct status=none &&
+			cmp -n 4096 "$tmp/pattern" "$tmp/block" || { echo "cycle $i: $NSDEV read back wrong"; return 1; }
+		t1=$EPOCHREALTIME
+		fabrics_disconnect >"$tmp/cycle" 2>&1 || { echo "cycle $i: disconnect failed"; cat "$tmp/cycle"; return 1; }
+		t2=$EPOCHREALTIME
+		conn=$((conn + ${t1/./} - ${t0/./})) disc=$((disc + ${t2/./} - ${t1/./}))
 	done
-	echo "$n cycles: connect and read $((conn / 1000000)) ms, disconnect $((disc / 1000000)) ms in all"
+	echo "$n cycles: connect and read $((conn / 1000)) ms, disconnect $((disc / 1000)) ms in all"
 }
 
 target_teardown() {
