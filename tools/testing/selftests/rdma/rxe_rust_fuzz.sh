@@ -126,8 +126,45 @@ bulk_loop() {
 		rc=$?
 		grep '^client: [0-9][0-9]* round' "$tmp/client" >>"$tmp/bulk.$i"
 		echo "exit $rc" >>"$tmp/bulk.$i"
+		# Keep the trace of the first failure (see trace_start).
+		[ $rc -eq 0 ] || { [ -w $TRACE/tracing_on ] && echo 0 >$TRACE/tracing_on; }
 		[ -e "$tmp/fuzzing" ] || break
 	done
+}
+
+# The driver's packet, retransmit and completion events go to the trace
+# ring during the live round (where tracefs and the events exist: the debug
+# kernel), so that a failed run shows what the requester saw last. The ring
+# keeps the last TRACE_KB KiB per CPU.
+TRACE=/sys/kernel/tracing
+TRACE_KB=16384
+TRACE_EVENTS="rxe_rust_xmit rxe_rust_recv rxe_rust_retransmit rxe_rust_complete"
+trace_start() {
+	local e
+	[ -d $TRACE/events ] || mount -t tracefs nodev $TRACE 2>/dev/null
+	[ -d $TRACE/events/rxe_rust ] || return 0
+	echo 0 >$TRACE/tracing_on && echo $TRACE_KB >$TRACE/buffer_size_kb && : >$TRACE/trace || return 0
+	for e in $TRACE_EVENTS; do
+		echo 1 >$TRACE/events/rxe_rust/$e/enable
+	done
+	echo 1 >$TRACE/tracing_on
+}
+trace_stop() {
+	local e
+	[ -d $TRACE/events/rxe_rust ] || return 0
+	echo 0 >$TRACE/tracing_on
+	for e in $TRACE_EVENTS; do
+		echo 0 >$TRACE/events/rxe_rust/$e/enable
+	done
+}
+# After a failed bulk run: the trace to $VM_OUT (scripts/vm-run's output
+# folder), the last retransmissions and failed completions here.
+trace_report() {
+	[ -r $TRACE/trace ] && [ -d $TRACE/events/rxe_rust ] || return 0
+	[ -n "${VM_OUT:-}" ] && cp $TRACE/trace "$VM_OUT/rxe_rust_fuzz.trace" &&
+		echo "trace of the live round: $VM_OUT/rxe_rust_fuzz.trace"
+	echo "the last retransmissions and failed completions traced:"
+	grep -E 'rxe_rust_retransmit|rxe_rust_complete:.*status=[^S]' $TRACE/trace | tail -n 40 | sed 's/^ *//'
 }
 
 # FUZZ_COUNT packets in chunks of FUZZ_CHUNK, each aimed (classes 5-7) at
@@ -137,6 +174,7 @@ live_round() {
 	d0=$(drops) && s0=$(softnet_dropped) || return 1
 	rm -f "$tmp"/bulk.*
 	touch "$tmp/fuzzing"
+	trace_start
 	bulk_loop &
 	bpid=$!
 	deadline=$((SECONDS + 60))
@@ -157,6 +195,7 @@ live_round() {
 	done
 	rm -f "$tmp/fuzzing"
 	wait $bpid
+	trace_stop
 	sleep 2
 	d1=$(drops) && s1=$(softnet_dropped) || return 1
 	for i in "$tmp"/bulk.*; do
@@ -168,6 +207,7 @@ live_round() {
 	echo "sent $sent in $chunks chunks, $live of them at a live queue pair (the last: $q)"
 	echo "$runs bulk runs, $rounds rounds of $BULK_MIB MiB, $bad runs failed"
 	echo "$DEV_A drop counters +$((d1 - d0)), softnet dropped +$((s1 - s0)); must be dropped: $must"
+	[ $bad -eq 0 ] || trace_report
 	[ $frc -eq 0 ] && [ $sent -eq "$FUZZ_COUNT" ] && [ $live -eq $chunks ] && [ $bad -eq 0 ] &&
 		[ $runs -ge 1 ] && [ $((d1 - d0 + s1 - s0)) -ge "$must" ]
 }

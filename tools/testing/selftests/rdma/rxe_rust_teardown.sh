@@ -88,7 +88,7 @@ find_gids4() {
 		GA4=$(gid_in "$tables" $DEV_A $GID4_A)
 		GB4=$(gid_in "$tables" $DEV_B $GID4_B)
 		[ -n "$GA4" ] && [ -n "$GB4" ] && return 0
-		sleep 0.25
+		nap 0.25
 	done
 	echo "no RoCE v2 GID of the IPv4 addresses:"
 	printf '%s\n' "$tables"
