@@ -139,16 +139,19 @@ bulk_loop() {
 TRACE=/sys/kernel/tracing
 TRACE_KB=16384
 TRACE_EVENTS="rxe_rust_xmit rxe_rust_recv rxe_rust_retransmit rxe_rust_complete"
+TRACE_KB_BEFORE=
 trace_start() {
 	local e
 	[ -d $TRACE/events ] || mount -t tracefs nodev $TRACE 2>/dev/null
 	[ -d $TRACE/events/rxe_rust ] || return 0
+	read -r TRACE_KB_BEFORE <$TRACE/buffer_size_kb
 	echo 0 >$TRACE/tracing_on && echo $TRACE_KB >$TRACE/buffer_size_kb && : >$TRACE/trace || return 0
 	for e in $TRACE_EVENTS; do
 		echo 1 >$TRACE/events/rxe_rust/$e/enable
 	done
 	echo 1 >$TRACE/tracing_on
 }
+# The events off; the ring keeps what it holds until trace_restore.
 trace_stop() {
 	local e
 	[ -d $TRACE/events/rxe_rust ] || return 0
@@ -156,6 +159,18 @@ trace_stop() {
 	for e in $TRACE_EVENTS; do
 		echo 0 >$TRACE/events/rxe_rust/$e/enable
 	done
+}
+# Tracing as the boot left it (the later tests, rxe_rust_trace among them,
+# expect tracing_on set): the ring emptied, its size restored.
+trace_restore() {
+	[ -d $TRACE/events/rxe_rust ] || return 0
+	: >$TRACE/trace
+	# Before its first use the ring reads "7 (expanded: 1408)".
+	case $TRACE_KB_BEFORE in
+	*expanded:*) TRACE_KB_BEFORE=${TRACE_KB_BEFORE##*expanded: } TRACE_KB_BEFORE=${TRACE_KB_BEFORE%)} ;;
+	esac
+	[ -n "$TRACE_KB_BEFORE" ] && echo "$TRACE_KB_BEFORE" >$TRACE/buffer_size_kb
+	echo 1 >$TRACE/tracing_on
 }
 # After a failed bulk run: the trace to $VM_OUT (scripts/vm-run's output
 # folder), the last retransmissions and failed completions here.
@@ -182,7 +197,15 @@ live_round() {
 		sleep 0.5
 		q=$(live_qp)
 	done
-	[ -n "$q" ] || { rm -f "$tmp/fuzzing"; wait $bpid; echo "no live queue pair in $NS_A"; cat "$tmp"/bulk.*; return 1; }
+	[ -n "$q" ] || {
+		rm -f "$tmp/fuzzing"
+		wait $bpid
+		trace_stop
+		trace_restore
+		echo "no live queue pair in $NS_A"
+		cat "$tmp"/bulk.*
+		return 1
+	}
 	while [ $sent -lt "$FUZZ_COUNT" ]; do
 		n=$((FUZZ_COUNT - sent))
 		[ $n -gt $FUZZ_CHUNK ] && n=$FUZZ_CHUNK
@@ -208,6 +231,7 @@ live_round() {
 	echo "$runs bulk runs, $rounds rounds of $BULK_MIB MiB, $bad runs failed"
 	echo "$DEV_A drop counters +$((d1 - d0)), softnet dropped +$((s1 - s0)); must be dropped: $must"
 	[ $bad -eq 0 ] || trace_report
+	trace_restore
 	[ $frc -eq 0 ] && [ $sent -eq "$FUZZ_COUNT" ] && [ $live -eq $chunks ] && [ $bad -eq 0 ] &&
 		[ $runs -ge 1 ] && [ $((d1 - d0 + s1 - s0)) -ge "$must" ]
 }
