@@ -74,12 +74,8 @@ rdma_dev_exists() {
 # A read with a timeout on a FIFO that nobody writes to is a shell built-in
 # (the FIFO is open for reading and writing, so the read never sees its end).
 rxe_nap_fifo=${TMPDIR:-/tmp}/rxe_rust_nap.$$.$RANDOM
-if mkfifo -m 600 "$rxe_nap_fifo" 2>/dev/null && exec {RXE_NAP_FD}<>"$rxe_nap_fifo"; then
-	rm -f "$rxe_nap_fifo"
-else
-	rm -f "$rxe_nap_fifo"
-	RXE_NAP_FD=
-fi
+mkfifo -m 600 "$rxe_nap_fifo" 2>/dev/null && exec {RXE_NAP_FD}<>"$rxe_nap_fifo" || RXE_NAP_FD=
+rm -f "$rxe_nap_fifo"
 nap() {
 	if [ -n "$RXE_NAP_FD" ]; then
 		read -r -t "$1" -u "$RXE_NAP_FD" _ 2>/dev/null
