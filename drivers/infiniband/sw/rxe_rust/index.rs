@@ -45,6 +45,10 @@ pub(crate) trait Slots<T: Send + Sync + 'static>: Send + Sync + Sized {
     fn insert(&self, n: usize, value: Arc<T>) -> Result;
     /// Removes the entry at `n`.
     fn remove(&self, n: usize) -> Option<Arc<T>>;
+    /// Removes the entry at `n` and drops it once no reader can hold it; process context.
+    fn remove_deferred(&self, n: usize) {
+        drop(self.remove(n));
+    }
 }
 
 impl<T: Send + Sync + 'static> Slots<T> for XArray<Arc<T>> {
@@ -115,6 +119,11 @@ impl<T: Send + Sync + 'static> Slots<T> for RcuXArray<Arc<T>> {
     fn remove(&self, n: usize) -> Option<Arc<T>> {
         RcuXArray::remove(self, n)
     }
+
+    /// Does not wait: the entry is dropped by a later removal once a grace period has passed.
+    fn remove_deferred(&self, n: usize) {
+        RcuXArray::remove_deferred(self, n);
+    }
 }
 
 /// Numbers in `min..=max`, each mapped to an `Arc<T>`.
@@ -155,6 +164,7 @@ impl<T: Send + Sync + 'static, S: Slots<T>> IndexTable<T, S> {
         Ok(Index {
             table: self.clone(),
             n,
+            deferred: false,
         })
     }
 
@@ -171,6 +181,7 @@ impl<T: Send + Sync + 'static, S: Slots<T>> IndexTable<T, S> {
         Ok(Index {
             table: self.clone(),
             n,
+            deferred: false,
         })
     }
 }
@@ -186,6 +197,9 @@ impl<T: Send + Sync + 'static> IndexTable<T, RcuXArray<Arc<T>>> {
 pub(crate) struct Index<T: Send + Sync + 'static, S: Slots<T> = XArray<Arc<T>>> {
     table: Arc<IndexTable<T, S>>,
     n: u32,
+    /// Whether the table's reference is dropped later, after the readers are gone, instead
+    /// of waiting for them when the number is freed ([`Index::release_later`]).
+    deferred: bool,
 }
 
 impl<T: Send + Sync + 'static, S: Slots<T>> Index<T, S> {
@@ -193,10 +207,21 @@ impl<T: Send + Sync + 'static, S: Slots<T>> Index<T, S> {
     pub(crate) fn get(&self) -> u32 {
         self.n
     }
+
+    /// Frees the number without waiting for the table's readers: the table drops its
+    /// reference later. For values whose drop need not have happened when this one's owner
+    /// is gone (no pinned user memory).
+    pub(crate) fn release_later(&mut self) {
+        self.deferred = true;
+    }
 }
 
 impl<T: Send + Sync + 'static, S: Slots<T>> Drop for Index<T, S> {
     fn drop(&mut self) {
+        if self.deferred {
+            self.table.xa.remove_deferred(self.n as usize);
+            return;
+        }
         // The value is dropped after the lock: it may free rings, which may sleep.
         let value = self.table.xa.remove(self.n as usize);
         drop(value);

@@ -389,7 +389,14 @@ fn register(pd: &Pd<Rxe>, shared: MrShared) -> Result<NewMr<RxeMr>> {
     let dev = pd.device();
     let count = dev.mrs.take()?;
     let shared = Arc::new(shared, GFP_KERNEL)?;
-    let index = dev.mr_table.insert(shared.clone(), GFP_KERNEL)?;
+    let mut index = dev.mr_table.insert(shared.clone(), GFP_KERNEL)?;
+    // A kernel consumer's region (DMA, fast registration) is freed after the packet path's
+    // readers are gone, as the C driver's `kfree_rcu`: deregistering it then costs no grace
+    // period (nvme-rdma deregisters a pool of them per queue at disconnect). User pages stay
+    // pinned until `ib_dereg_mr` returns, as user space expects.
+    if !matches!(shared.memory, Memory::User { .. }) {
+        index.release_later();
+    }
     let mut b = [0u8; 1];
     kernel::random::fill_bytes(&mut b);
     let k = key(index.get(), b[0]);

@@ -22,12 +22,19 @@ suite_cases() {
 unload_all
 modprobe $RXE_RUST
 # With the driver's: the built-in suites of the kernel crate's abstractions it
-# relies on (they ran at boot).
-suites=$(ls -d /sys/kernel/debug/kunit/rdma_rxe_rust* \
-	/sys/kernel/debug/kunit/rust_kernel_spinlock_irq \
-	/sys/kernel/debug/kunit/rust_kernel_rdma_wc_sink \
-	/sys/kernel/debug/kunit/rust_kernel_rdma_virt_dma \
-	/sys/kernel/debug/kunit/rust_kernel_rdma_user_buffer 2>/dev/null)
+# relies on (they ran at boot). Each must be there: one that is not built
+# fails here rather than passing unseen.
+BUILTIN_SUITES="rust_kernel_spinlock_irq rust_kernel_rdma_wc_sink
+	rust_kernel_rdma_virt_dma rust_kernel_rdma_user_buffer rust_kernel_rcu_xarray"
+suites=$(ls -d /sys/kernel/debug/kunit/rdma_rxe_rust* 2>/dev/null)
+missing=""
+for b in $BUILTIN_SUITES; do
+	if [ -d /sys/kernel/debug/kunit/$b ]; then
+		suites="$suites /sys/kernel/debug/kunit/$b"
+	else
+		missing="$missing $b"
+	fi
+done
 ktap_print_header
 if [ -z "$suites" ]; then
 	ktap_set_plan 1
@@ -38,7 +45,8 @@ fi
 for s in $suites; do
 	sed 's/^/# /' "$s/results"
 done
-cases=$(for s in $suites; do suite_cases "$s"; done)
+cases=$(for s in $suites; do suite_cases "$s"; done
+	for b in $missing; do printf '%s\tnot ok\t%s\n' "$b" "(suite not built)"; done)
 ktap_set_plan "$(printf '%s\n' "$cases" | grep -c .)"
 while IFS=$'\t' read -r suite result case; do
 	if [ "$result" = ok ]; then
