@@ -50,10 +50,7 @@ use crate::{
         },
         packet::Packet as RocePacket,
         qp::TransportState,
-        wqe::{
-            Remote,
-            WrOpcode, //
-        },
+        wqe::Remote,
     },
     rx::DropReason,
     stats::Counters,
@@ -988,14 +985,7 @@ impl QpShared {
             }
             wait
         };
-        self.run_here_if(Context::Process, wait, |t| {
-            // A READ or an atomic is answered by the peer's kernel alone, whose CPU is then
-            // often idle: the work item, woken there, runs it sooner than the system call does.
-            t.few_outstanding()
-                && !self
-                    .send_opcode(t.sq_read)
-                    .is_some_and(WrOpcode::is_read_or_atomic)
-        });
+        self.run_here_if(Context::Process, wait, |t| t.few_outstanding());
     }
 
     /// Runs a datagram queue pair here until its send queue is empty, after the run in

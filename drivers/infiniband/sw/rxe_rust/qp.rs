@@ -50,8 +50,7 @@ use crate::{
             SendWqe,
             Sge,
             WqeData,
-            WrOpcode,
-            SEND_WQE_OPCODE_OFFSET, //
+            WrOpcode, //
         },
     },
     srq::SrqCore,
@@ -495,19 +494,6 @@ impl QpShared {
         let ring = &self.sq_reader;
         ring.producer()
             .is_ok_and(|p| p != index & ring.geometry().mask)
-    }
-
-    /// Returns the opcode of the send WQE in slot `index`, if user space produced one there
-    /// (a snapshot: the WQE is checked again when it is taken).
-    pub(crate) fn send_opcode(&self, index: u32) -> Option<WrOpcode> {
-        if !self.sq_produced(index) {
-            return None;
-        }
-        let mut raw = [0u8; 4];
-        self.sq_reader
-            .read_slot_at(index, SEND_WQE_OPCODE_OFFSET, &mut raw)
-            .ok()?;
-        WrOpcode::from_raw(u32::from_ne_bytes(raw))
     }
 
     /// Returns the send queue slot after `index`.
