@@ -11,28 +11,8 @@ PROG=${PROG:-ib_write_bw}
 ARGS=${ARGS:--s 64}
 N1=${N1:-2000}
 N2=${N2:-12000}
-NS=(qpa qpb); VETH=(qva qvb); ADDR=(198.18.77.1 198.18.77.2); DEV=(qrxa qrxb)
-modprobe "$DRIVER" || exit 1
-ip netns add qpa && ip netns add qpb || exit 1
-ip link add qva netns qpa type veth peer name qvb netns qpb || exit 1
-for i in 0 1; do
-	ip -n ${NS[$i]} link set lo up
-	ip -n ${NS[$i]} addr add ${ADDR[$i]}/24 dev ${VETH[$i]}
-	ip -n ${NS[$i]} link set ${VETH[$i]} up
-	ip netns exec ${NS[$i]} rdma link add ${DEV[$i]} type rxe netdev ${VETH[$i]} || exit 1
-done
-gid() { # dev addr: the index of the RoCEv2 GID of an IPv4 address
-	local want f t
-	want=$(printf '0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x' ${2//./ })
-	for t in $(seq 50); do
-		for f in /sys/class/infiniband/$1/ports/1/gids/*; do
-			[ "$(cat "$f" 2>/dev/null)" = "$want" ] && { basename "$f"; return 0; }
-		done
-		sleep 0.2
-	done
-	return 1
-}
-GA=$(gid qrxa ${ADDR[0]}) && GB=$(gid qrxb ${ADDR[1]}) || { echo "no GID"; exit 1; }
+. "$(dirname "$0")/veth.sh"
+veth_up "$DRIVER" || exit 1
 port=18600
 run() { # iterations
 	port=$((port + 1))

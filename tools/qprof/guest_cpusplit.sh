@@ -1,0 +1,51 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+# Guest side: for each driver, two namespaces joined by a veth with one RDMA
+# device each, and for each perftest run the split of every CPU's time
+# (user, system, softirq and hard irq, idle) from /proc/stat around the
+# client's run, with the context switches. Shows which CPUs a driver's
+# kernel work runs on; it is not a speed claim (that takes make bench).
+#
+#   scripts/vm-run --plain --out DIR -- bash tools/qprof/guest_cpusplit.sh
+#
+# DRIVERS and RUNS (";"-separated perftest command lines) override the
+# defaults.
+set -u
+DRIVERS=${DRIVERS:-"rdma_rxe rdma_rxe_rust"}
+RUNS=${RUNS:-"ib_read_bw -s 65536 -n 3000;ib_read_bw -s 64 -n 30000;ib_send_lat -s 4096 -n 3000;ib_read_lat -s 4096 -n 3000;ib_write_bw -s 4096 -n 10000"}
+. "$(dirname "$0")/veth.sh"
+# cpuN user system softirq+irq idle (jiffies), then the context switches.
+snap() { awk '/^cpu[0-9]/ { print $1, $2 + $3, $4, $7 + $8, $5 + $6 } /^ctxt/ { print }' /proc/stat; }
+port=18700
+run() { # driver, then the perftest command line
+	local drv=$1 prog spid t
+	shift
+	prog=$1
+	shift
+	port=$((port + 1))
+	ip netns exec qpb $prog "$@" -p $port -d qrxb -x $GB >/tmp/srv.out 2>&1 &
+	spid=$!
+	for t in $(seq 100); do
+		ip netns exec qpb ss -ltn | grep -q ":$port " && break
+		sleep 0.1
+	done
+	snap >/tmp/s0
+	ip netns exec qpa $prog "$@" -p $port -d qrxa -x $GA ${ADDR[1]} >/tmp/cli.out 2>&1
+	snap >/tmp/s1
+	wait $spid
+	echo "== $drv $prog $*: $(grep -E '^ *[0-9]+ +[0-9]+' /tmp/cli.out | tail -1)"
+	paste -d' ' /tmp/s0 /tmp/s1 | awk '
+		/^cpu/ { u = $7 - $2; s = $8 - $3; q = $9 - $4; i = $10 - $5; t = u + s + q + i
+			if (t == 0) t = 1
+			printf "  %s user %3d%% sys %3d%% irq %3d%% idle %3d%%\n", $1, 100 * u / t, 100 * s / t, 100 * q / t, 100 * i / t }
+		/^ctxt/ { print "  context switches", $4 - $2 }'
+}
+for drv in $DRIVERS; do
+	veth_up "$drv" || exit 1
+	IFS=';' read -ra cmds <<<"$RUNS"
+	for c in "${cmds[@]}"; do
+		read -ra argv <<<"$c"
+		run "$drv" "${argv[@]}"
+	done
+	veth_down "$drv"
+done
