@@ -87,7 +87,7 @@ impl<T: Send + Sync + 'static> Slots<T> for XArray<Arc<T>> {
 
 impl<T: Send + Sync + 'static> Slots<T> for RcuXArray<Arc<T>> {
     fn new() -> impl PinInit<Self> {
-        RcuXArray::new(AllocKind::Alloc)
+        kernel::new_rcu_xarray!(AllocKind::Alloc)
     }
 
     fn get(&self, n: usize) -> Option<Arc<T>> {
