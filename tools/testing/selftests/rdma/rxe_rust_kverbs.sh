@@ -35,11 +35,6 @@ suite_cases() {
 		END { if (n == 0) print "not ok\t(no test case ran)" }' "$1"
 }
 
-# Kernel log lines since the marker $1 was written to /dev/kmsg.
-log_since() {
-	dmesg | awk -v m="$1" 'index($0, m) { buf = ""; next } { buf = buf $0 "\n" } END { printf "%s", buf }'
-}
-
 # Runs the suite against driver $1; prints its KTAP lines.
 run_driver() {
 	local drv=$1 out marker cases

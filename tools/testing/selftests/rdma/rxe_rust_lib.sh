@@ -32,6 +32,17 @@ kasan_kernel() {
 	zgrep -q '^CONFIG_KASAN=y' /proc/config.gz 2>/dev/null
 }
 
+# Kernel log lines after the last one holding the marker $1 (written to
+# /dev/kmsg by the caller); the whole log if none holds it. One snapshot of
+# the log, and linear in its length: the awk string grown line by line that
+# this replaces was quadratic, and took minutes on a log of megabytes.
+log_since() {
+	local log n
+	log=$(dmesg)
+	n=$(printf '%s\n' "$log" | grep -nF -- "$1" | tail -n 1 | cut -d: -f1)
+	printf '%s\n' "$log" | tail -n +$((${n:-0} + 1))
+}
+
 # Succeeds if the command fails and its output contains the expected text.
 # Usage: fails_with "text" command [args...]
 fails_with() {

@@ -49,11 +49,6 @@ DRIVERS=("$@")
 
 tmp=$(mktemp -d)
 
-# Kernel log lines since the marker $1 was written to /dev/kmsg.
-log_since() {
-	dmesg | awk -v m="$1" 'index($0, m) { buf = ""; next } { buf = buf $0 "\n" } END { printf "%s", buf }'
-}
-
 counter() {
 	cat "/sys/class/infiniband/$DEV/ports/1/hw_counters/$1"
 }

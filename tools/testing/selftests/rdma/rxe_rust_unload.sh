@@ -15,11 +15,6 @@ FAKE=fake_rxe0
 DEV=rxe0
 BAD_LOG='WARNING:|BUG:|Oops|general protection|refcount_t:|list_(add|del) corruption|UBSAN|KASAN|INFO: task .* blocked'
 
-# Kernel log lines since the marker $1 was written to /dev/kmsg.
-log_since() {
-	dmesg | awk -v m="$1" 'index($0, m) { buf = ""; next } { buf = buf $0 "\n" } END { printf "%s", buf }'
-}
-
 # Whatever a failed step left behind: later tests start from nothing.
 cleanup() {
 	rdma link del $DEV 2>/dev/null

@@ -134,11 +134,6 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# Kernel log lines since the marker $1 was written to /dev/kmsg.
-log_since() {
-	dmesg | awk -v m="$1" 'index($0, m) { buf = ""; next } { buf = buf $0 "\n" } END { printf "%s", buf }'
-}
-
 port_state() {
 	rdma link show "$1/1" | grep -q "state $2"
 }
