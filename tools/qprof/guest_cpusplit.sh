@@ -14,8 +14,12 @@ set -u
 DRIVERS=${DRIVERS:-"rdma_rxe rdma_rxe_rust"}
 RUNS=${RUNS:-"ib_read_bw -s 65536 -n 3000;ib_read_bw -s 64 -n 30000;ib_send_lat -s 4096 -n 3000;ib_read_lat -s 4096 -n 3000;ib_write_bw -s 4096 -n 10000"}
 . "$(dirname "$0")/veth.sh"
-# cpuN user system softirq+irq idle (jiffies), then the context switches.
-snap() { awk '/^cpu[0-9]/ { print $1, $2 + $3, $4, $7 + $8, $5 + $6 } /^ctxt/ { print }' /proc/stat; }
+# cpuN user system softirq+irq idle (jiffies), then the context switches, then
+# the rescheduling and function-call IPIs (all CPUs): the cross-CPU wake-ups.
+snap() {
+	awk '/^cpu[0-9]/ { print $1, $2 + $3, $4, $7 + $8, $5 + $6 } /^ctxt/ { print }' /proc/stat
+	awk '$1 == "RES:" || $1 == "CAL:" { n = 0; for (i = 2; i <= NF && $i ~ /^[0-9]+$/; i++) n += $i; print $1, n }' /proc/interrupts
+}
 port=18700
 run() { # driver, then the perftest command line
 	local drv=$1 prog spid t
@@ -38,7 +42,9 @@ run() { # driver, then the perftest command line
 		/^cpu/ { u = $7 - $2; s = $8 - $3; q = $9 - $4; i = $10 - $5; t = u + s + q + i
 			if (t == 0) t = 1
 			printf "  %s user %3d%% sys %3d%% irq %3d%% idle %3d%%\n", $1, 100 * u / t, 100 * s / t, 100 * q / t, 100 * i / t }
-		/^ctxt/ { print "  context switches", $4 - $2 }'
+		/^ctxt/ { print "  context switches", $4 - $2 }
+		/^RES:/ { print "  rescheduling IPIs", $4 - $2 }
+		/^CAL:/ { print "  function-call IPIs", $4 - $2 }'
 }
 for drv in $DRIVERS; do
 	veth_up "$drv" || exit 1

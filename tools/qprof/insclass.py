@@ -19,7 +19,7 @@ import collections
 import subprocess
 
 SELECTED = ["sti", "cli", "popf", "pushf", "xsave", "xrstor", "pause", "rdtsc",
-            "lock", "call", "ret", "rep", "hlt", "swapgs"]
+            "lock", "call", "ret", "rep", "hlt", "swapgs", "wrmsr", "rdmsr", "iretq"]
 
 
 def disassemble(path, base=None):

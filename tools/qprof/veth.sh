@@ -15,9 +15,13 @@ gid() { # dev addr: the index of the RoCEv2 GID of an IPv4 address
 	return 1
 }
 
+# A driver is a module name, or a build of rdma_rxe_rust (a .ko file: an A/B).
 veth_up() { # driver: loads it and sets GA and GB, the GID indexes of the two ends
 	local i
-	modprobe "$1" || return 1
+	case $1 in
+	*.ko) insmod "$1" ;;
+	*) modprobe "$1" ;;
+	esac || return 1
 	ip netns add qpa && ip netns add qpb || return 1
 	ip link add qva netns qpa type veth peer name qvb netns qpb || return 1
 	for i in 0 1; do
@@ -35,5 +39,8 @@ veth_down() { # driver: removes both devices and namespaces, unloads it
 	ip netns del qpa
 	ip netns del qpb
 	sleep 1
-	rmmod "$1"
+	case $1 in
+	*.ko) rmmod rdma_rxe_rust ;;
+	*) rmmod "$1" ;;
+	esac
 }
