@@ -60,9 +60,10 @@ impl EncapRecv for RoceRecv {
             skb.drop_with_reason(SkbDropReason::NoSocket);
             return;
         };
-        if let Err(why) = crate::rx::receive(&rxe, skb) {
-            pr_debug!("dropped a received packet: {:?}\n", why);
-        }
+        // A drop is counted and traced (`rxe_rust_drop`) where it happens; no log line: a
+        // flood of bad packets would flood the log (65,700 lines in one `rxe_rust_fuzz` run on
+        // a kernel with debug assertions, where `pr_debug!` prints).
+        let _ = crate::rx::receive(&rxe, skb);
     }
 }
 
