@@ -22,21 +22,16 @@ snap() {
 }
 port=18700
 run() { # driver, then the perftest command line
-	local drv=$1 prog spid t
+	local drv=$1 prog
 	shift
 	prog=$1
 	shift
 	port=$((port + 1))
-	ip netns exec qpb $prog "$@" -p $port -d qrxb -x $GB >/tmp/srv.out 2>&1 &
-	spid=$!
-	for t in $(seq 100); do
-		ip netns exec qpb ss -ltn | grep -q ":$port " && break
-		sleep 0.1
-	done
+	serve $port $prog "$@"
 	snap >/tmp/s0
 	ip netns exec qpa $prog "$@" -p $port -d qrxa -x $GA ${ADDR[1]} >/tmp/cli.out 2>&1
 	snap >/tmp/s1
-	wait $spid
+	wait $SPID
 	echo "== $drv $prog $*: $(grep -E '^ *[0-9]+ +[0-9]+' /tmp/cli.out | tail -1)"
 	paste -d' ' /tmp/s0 /tmp/s1 | awk '
 		/^cpu/ { u = $7 - $2; s = $8 - $3; q = $9 - $4; i = $10 - $5; t = u + s + q + i
@@ -46,12 +41,4 @@ run() { # driver, then the perftest command line
 		/^RES:/ { print "  rescheduling IPIs", $4 - $2 }
 		/^CAL:/ { print "  function-call IPIs", $4 - $2 }'
 }
-for drv in $DRIVERS; do
-	veth_up "$drv" || exit 1
-	IFS=';' read -ra cmds <<<"$RUNS"
-	for c in "${cmds[@]}"; do
-		read -ra argv <<<"$c"
-		run "$drv" "${argv[@]}"
-	done
-	veth_down "$drv"
-done
+each_run run || exit 1

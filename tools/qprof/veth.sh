@@ -44,3 +44,31 @@ veth_down() { # driver: removes both devices and namespaces, unloads it
 	*) rmmod "$1" ;;
 	esac
 }
+
+# Starts the perftest server "$@" in qpb on port $1 and waits until it
+# listens; SPID is its process.
+serve() { # port, then the perftest command line
+	local port=$1 t
+	shift
+	ip netns exec qpb "$@" -p $port -d qrxb -x $GB >/tmp/srv.out 2>&1 &
+	SPID=$!
+	for t in $(seq 100); do
+		ip netns exec qpb ss -ltn | grep -q ":$port " && break
+		sleep 0.1
+	done
+}
+
+# For each driver of DRIVERS, over the veth: calls the function $1 with the
+# driver and each ';'-separated perftest command line of RUNS.
+each_run() { # function
+	local drv c cmds argv
+	for drv in $DRIVERS; do
+		veth_up "$drv" || return 1
+		IFS=';' read -ra cmds <<<"$RUNS"
+		for c in "${cmds[@]}"; do
+			read -ra argv <<<"$c"
+			"$1" "$drv" "${argv[@]}"
+		done
+		veth_down "$drv"
+	done
+}
