@@ -27,6 +27,10 @@ unload_all
 # log ring, an earlier suite's identical message would otherwise pass them.
 MARKER="rxe_rust_bad_input: start $$"
 echo "$MARKER" >/dev/kmsg
+# Succeeds if the kernel log holds the text $1 since the marker.
+logged() {
+	log_since "$MARKER" | grep -qF -- "$1"
+}
 modprobe $RXE_RUST
 ip link add dum0 type dummy && ip link set dum0 up
 ip link add dum1 type dummy && ip link set dum1 up
@@ -48,8 +52,8 @@ check "dum1 is still free for a device" \
 	bash -c "rdma link add rxd2 type rxe netdev dum1 && rdma link del rxd2"
 check "the first device still works" ibv_devinfo -d rxd0
 check "dmesg names the refused VLAN request" \
-	bash -c "$(declare -f log_since); log_since '$MARKER' | grep -q 'rxe creation allowed on top of a real device only'"
-check "dmesg names the duplicate netdevice" bash -c "$(declare -f log_since); log_since '$MARKER' | grep -q 'already configured on dum0'"
+	logged "rxe creation allowed on top of a real device only"
+check "dmesg names the duplicate netdevice" logged "already configured on dum0"
 
 # Rust driver with devices present: the C driver must not load.
 check "modprobe rdma_rxe while rdma_rxe_rust is loaded fails with a message" \
@@ -66,7 +70,7 @@ check "modprobe rdma_rxe_rust while rdma_rxe is loaded fails with a message" \
 check "insmod of the module file itself fails with EBUSY" \
 	fails_with "Device or resource busy" insmod "$ko"
 check "the module's refusal is explained in the kernel log" \
-	bash -c "$(declare -f log_since); log_since '$MARKER' | grep -q \"link type 'rxe' is provided by module rdma_rxe, which is loaded\""
+	logged "link type 'rxe' is provided by module rdma_rxe, which is loaded"
 check "the C driver's device still works" \
 	bash -c "ibv_devinfo -d rxe0 >/dev/null && rdma link del rxe0 && rmmod $RXE_C"
 check "rdma_rxe_rust loads once rdma_rxe is gone" \
