@@ -19,6 +19,16 @@ RUNS=${RUNS:-"ib_read_bw -s 65536 -n 3000;ib_read_bw -s 64 -n 30000;ib_send_lat 
 snap() {
 	awk '/^cpu[0-9]/ { print $1, $2 + $3, $4, $7 + $8, $5 + $6 } /^ctxt/ { print }' /proc/stat
 	awk '$1 == "RES:" || $1 == "CAL:" { n = 0; for (i = 2; i <= NF && $i ~ /^[0-9]+$/; i++) n += $i; print $1, n }' /proc/interrupts
+	# net_rx_action out of budget (the third column, hex), and the time the
+	# ksoftirqd threads ran (user and system, in USER_HZ ticks): softirq work
+	# left to a thread, which waits for a CPU like any other.
+	local n=0 t=0 squeeze pid f
+	while read -r _ _ squeeze _; do n=$((n + 16#$squeeze)); done </proc/net/softnet_stat
+	for pid in $(pgrep ksoftirqd); do
+		read -r -a f <"/proc/$pid/stat" && t=$((t + f[13] + f[14]))
+	done
+	echo "squeeze $n"
+	echo "ksoftirqd $t"
 }
 port=18700
 run() { # driver, then the perftest command line
@@ -39,6 +49,8 @@ run() { # driver, then the perftest command line
 			printf "  %s user %3d%% sys %3d%% irq %3d%% idle %3d%%\n", $1, 100 * u / t, 100 * s / t, 100 * q / t, 100 * i / t }
 		/^ctxt/ { print "  context switches", $4 - $2 }
 		/^RES:/ { print "  rescheduling IPIs", $4 - $2 }
-		/^CAL:/ { print "  function-call IPIs", $4 - $2 }'
+		/^CAL:/ { print "  function-call IPIs", $4 - $2 }
+		/^squeeze/ { print "  net_rx_action out of budget", $4 - $2 }
+		/^ksoftirqd/ { print "  ksoftirqd ran", ($4 - $2) * 10, "ms" }'
 }
 each_run run || exit 1

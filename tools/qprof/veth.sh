@@ -72,3 +72,46 @@ each_run() { # function
 		veth_down "$drv"
 	done
 }
+
+# For guest_wqlat.sh and guest_hops.sh: the perftest run "$@" of driver $2
+# (server on port $3 in qpb, client in qpa) with the tracefs events of
+# TRACE_EVENTS ("subsystem/event ...") on during the client's run; writes a
+# title line (the run and perftest's last figures) and the trace to $1.
+T=/sys/kernel/tracing
+traced_run() { # output file, driver, port, then the perftest command line
+	local out=$1 drv=$2 port=$3 prog=$4 e
+	shift 4
+	serve $port $prog "$@"
+	echo >$T/trace
+	for e in $TRACE_EVENTS; do echo 1 >$T/events/$e/enable; done
+	ip netns exec qpa $prog "$@" -p $port -d qrxa -x $GA ${ADDR[1]} >/tmp/cli.out 2>&1
+	for e in $TRACE_EVENTS; do echo 0 >$T/events/$e/enable; done
+	wait $SPID
+	{
+		echo "# $drv $prog $*: $(grep -E '^ *[0-9]+ +[0-9]+' /tmp/cli.out | tail -1)"
+		grep -v '^#' $T/trace
+	} >"$out"
+}
+
+# Mounts tracefs (if it is not) with a buffer of $1 KiB per CPU.
+tracefs_up() {
+	mountpoint -q $T || mount -t tracefs nodev $T || { echo "no tracefs"; return 1; }
+	echo "$1" >$T/buffer_size_kb
+}
+
+# traced_run for each driver and run of each_run, into $VM_OUT/$1-N.txt, with
+# servers from port $2 on.
+each_traced_run() { # file prefix, first port
+	TRACED_PREFIX=$1 TRACED_PORT=$2 TRACED_K=0
+	each_run traced_one
+}
+traced_one() { # driver, then the perftest command line
+	local drv=$1 out
+	shift
+	TRACED_PORT=$((TRACED_PORT + 1))
+	TRACED_K=$((TRACED_K + 1))
+	out=$VM_OUT/$TRACED_PREFIX-$TRACED_K.txt
+	traced_run "$out" $drv $TRACED_PORT "$@"
+	echo "== $TRACED_PREFIX-$TRACED_K: $drv $*: $(grep -c . "$out") lines," \
+		"lost: $(grep -h overrun $T/per_cpu/cpu*/stats | tr '\n' ' ')"
+}

@@ -26,10 +26,16 @@ def pct(values, p):
     return values[min(len(values) - 1, int(p * len(values)))]
 
 
-def report(path):
+def read_trace(path):
+    """Returns the title line (the run) of a trace guest_wqlat.sh or guest_hops.sh wrote, and
+    its lines."""
     with open(path, errors="replace") as f:
         lines = f.read().splitlines()
-    title = lines[0] if lines and lines[0].startswith("#") else path
+    return (lines[0] if lines and lines[0].startswith("#") else path), lines
+
+
+def report(path):
+    title, lines = read_trace(path)
     queued = collections.defaultdict(collections.deque)
     started = {}
     waits = collections.defaultdict(list)
