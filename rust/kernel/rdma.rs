@@ -178,6 +178,9 @@ pub fn udp_sport(flow_label: u32, lqpn: u32, rqpn: u32) -> u16 {
 /// workqueues have rescuers, may wait for it. A software RDMA device runs its transport there:
 /// the system workqueues have no rescuer, and the workqueue code warns when a workqueue with a
 /// rescuer waits for one without.
+// Never inlined: the core does not export `ib_comp_unbound_wq`, so a module that inlined this
+// would not load (rustc inlines small functions across crates; a kernel with frame pointers did).
+#[inline(never)]
 pub fn comp_unbound_queue() -> Option<&'static crate::workqueue::Queue> {
     // SAFETY: Only read here. The abstractions are built in with the RDMA core
     // (`INFINIBAND=y`), whose `fs_initcall` allocates the workqueue; the core never destroys

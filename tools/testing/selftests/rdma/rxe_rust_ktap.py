@@ -2,6 +2,7 @@
 """Shared helpers of the rdma_rxe_rust python selftests: results and KTAP."""
 
 import subprocess
+import time
 
 DEV = "rxe0"
 
@@ -11,13 +12,17 @@ class Results:
 
     def __init__(self):
         self.results = []
+        self.last = time.monotonic()
 
     def check(self, desc, ok, diag=""):
-        self.results.append((bool(ok), desc, diag))
+        # The time since the previous check: tests/run lists the slowest.
+        now = time.monotonic()
+        self.results.append((bool(ok), desc, diag, now - self.last))
+        self.last = now
 
     def note(self, text):
         """A diagnostic line, printed in order among the results; not a check."""
-        self.results.append((None, text, ""))
+        self.results.append((None, text, "", 0))
 
     def report(self):
         """Prints the KTAP report; returns the exit status."""
@@ -25,12 +30,13 @@ class Results:
         checks = [r for r in self.results if r[0] is not None]
         print(f"1..{len(checks)}")
         i = 0
-        for ok, desc, diag in self.results:
+        for ok, desc, diag, took in self.results:
             if ok is None:
                 print(f"# {desc}")
                 continue
             i += 1
             print(f"{'ok' if ok else 'not ok'} {i} {desc}")
+            print(f"# took {took:.0f} s")
             if diag:
                 print(f"# {diag}")
         return 0 if all(r[0] for r in checks) else 1

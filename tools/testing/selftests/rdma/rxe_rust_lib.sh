@@ -8,6 +8,16 @@
 
 source "$(dirname "$0")/../kselftest/ktap_helpers.sh"
 
+# Each result line is followed by the seconds since the previous one
+# ("# took N s"): tests/run lists the slowest checks of a run.
+RXE_LAST_RESULT=$SECONDS
+eval "__rxe_ktap_test() $(declare -f __ktap_test | tail -n +2)"
+__ktap_test() {
+	__rxe_ktap_test "$@"
+	echo "# took $((SECONDS - RXE_LAST_RESULT)) s"
+	RXE_LAST_RESULT=$SECONDS
+}
+
 RXE_PORT=4791
 RXE_RUST=rdma_rxe_rust
 RXE_C=rdma_rxe

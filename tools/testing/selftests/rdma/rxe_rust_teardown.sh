@@ -2,37 +2,40 @@
 # SPDX-License-Identifier: GPL-2.0
 #
 # Teardown under traffic, TEARDOWN_ROUNDS rounds of each kind, rdma_rxe_rust:
-# ibv_rc_pingpong runs from B to A over the veth of rxe_rust_veth.sh (whose
+# ib_write_bw runs from B to A over the veth of rxe_rust_veth.sh (whose
 # set-up and helpers this sources), and once rxeB has sent TRAFFIC_PKTS
 # packets, one of
-# - rdma link del rxeB;
-# - ip link del vB (vA and both devices go with it);
+# - rdma link del rxeB (the port);
+# - ip link del vB (the netdevice: vA and both devices go with it);
 # - ip netns del of B (vB goes, and vA and both devices with it);
-# - rmmod rdma_rxe_rust (which may refuse at once while the devices are in
-#   use; the devices are then deleted and it must go).
-# The programs get REMOVAL_GRACE s, then are stopped; the removal must be
-# done REMOVAL_TIMEOUT s after that, with what it removes gone, and the next
-# round sets up again what it needs and must carry traffic. The kernel log
-# must stay clean; kmemleak's scan at the end of the selftest run covers
-# leaks.
+# - rmmod rdma_rxe_rust (the module, which may refuse at once while the
+#   devices are in use; the devices are then deleted and it must go).
+# A removal may wait for the programs that use the device (the RDMA core
+# waits for user contexts of a driver that cannot disassociate them), so the
+# programs get REMOVAL_GRACE s, then are stopped; the removal must be done
+# REMOVAL_TIMEOUT s after that, with what it removes gone, and the next
+# round sets up again what it needs and must carry traffic (after the rmmod
+# round, that the driver works after an unload). Nothing may be stuck in
+# the kernel and the kernel log must stay clean; kmemleak's scan at the end
+# of the selftest run covers leaks.
 #
 # A round costs 20 to 50 s on the debug kernel under TCG (most of it in
 # starting programs and registering devices: `rdma link add` over a veth in
 # a namespace takes 4 to 6 s there, for either driver), so make test runs
-# one round of each kind (about 3 minutes; two took 408 s of a 3373 s VM run
-# on 2026-11-30), each after the last kind's removal, so the next set-up
-# still has to work; TEARDOWN_ROUNDS=100 is the full run (hours).
-#
-# Unlike rxe_rust_removal.sh (perftest, a fresh set-up for each removal),
-# a round here rebuilds only what the last one removed, and the traffic is
-# ibv_rc_pingpong, which starts in a fraction of perftest's time.
+# one round of each kind, each after the last kind's removal, so the next
+# set-up still has to work; TEARDOWN_ROUNDS=100 is the full run (hours). A
+# round rebuilds only what the last one removed. (rxe_rust_removal.sh, which
+# removed the port, the netdevice and the module under ib_write_bw with a
+# fresh set-up each, was folded into this on 2026-12-02: the two ran the same
+# removals, and CI's time ran short.)
 #
 # Usage: [TEARDOWN_ROUNDS=N] [TEARDOWN_KINDS="link netdev netns rmmod"] rxe_rust_teardown.sh
 
 RXE_VETH_HELPERS=1 source "$(dirname "$0")/rxe_rust_veth.sh"
 
 TEARDOWN_ROUNDS=${TEARDOWN_ROUNDS:-1}
-TRAFFIC_PKTS=200
+TRAFFIC_PKTS=1000
+TRAFFIC_SECONDS=60
 REMOVAL_GRACE=2
 REMOVAL_TIMEOUT=60
 DRV=$RXE_RUST
@@ -101,13 +104,13 @@ devices_gone() {
 	! rdma_dev_exists $DEV_A && ! rdma_dev_exists $DEV_B
 }
 
-# Starts ibv_rc_pingpong from B to A (pids in TRAFFIC_PIDS); succeeds once
-# rxeB has sent TRAFFIC_PKTS packets.
+# Starts ib_write_bw from B to A, for up to TRAFFIC_SECONDS (pids in
+# TRAFFIC_PIDS); succeeds once rxeB has sent TRAFFIC_PKTS packets.
 traffic_start() {
 	local port=$((PORT += 1))
 	traffic_run $TRAFFIC_PKTS $port \
-		"ibv_rc_pingpong -d $DEV_A -g $GA4 -p $port -s 4096 -n 1000000" \
-		"ibv_rc_pingpong -d $DEV_B -g $GB4 -p $port -s 4096 -n 1000000 $IP4_A"
+		"ib_write_bw -F -D $TRAFFIC_SECONDS -s 4096 -p $port -d $DEV_A -x $GA4" \
+		"ib_write_bw -F -D $TRAFFIC_SECONDS -s 4096 -p $port -d $DEV_B -x $GB4 $IP4_A"
 }
 
 # The removal of kind $1, as the checks name it.
@@ -196,7 +199,7 @@ NOT_RUN=
 teardown
 for kind in "${KINDS[@]}"; do
 	[ -n "$WEDGED" ] && NOT_RUN="a process is stuck in the kernel"
-	run_check "$TEARDOWN_ROUNDS rounds of $(removal_name "$kind") under ibv_rc_pingpong" \
+	run_check "$TEARDOWN_ROUNDS rounds of $(removal_name "$kind") under ib_write_bw" \
 		rounds "$kind"
 done
 NOT_RUN=
