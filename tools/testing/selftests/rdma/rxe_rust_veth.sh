@@ -450,18 +450,16 @@ across() {
 # holds a reason: the check fails with it. MAX_TIMEOUTS runs in a row that
 # time out set NOT_RUN.
 run_check() {
-	local desc="$DRV: $1" start
+	local desc="$DRV: $1"
 	shift
 	if [ -n "$NOT_RUN" ]; then
 		echo "# not run: $NOT_RUN"
 		ktap_test_fail "$desc"
 		return
 	fi
-	start=$SECONDS
 	RAN_OUT= STUCK=
 	if "$@" >"$tmp/out" 2>&1; then
 		sed 's/^/# /' "$tmp/out"
-		echo "# $((SECONDS - start)) s"
 		ktap_test_pass "$desc"
 		TIMEOUTS=0
 		return
