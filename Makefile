@@ -6,6 +6,10 @@
 #   make test     build, then run every test and print a TAP report
 #   make interop  build, then two VMs joined by a wire: rdma_rxe_rust in one,
 #                 the C rdma_rxe in the other (scripts/interop)
+#   make long     build, then the hostile network at full size, hours: 10^6
+#                 fuzzed packets under traffic, 100 rounds of each removal
+#                 under traffic (tests/run --long: LONG_SUITES, FUZZ_COUNT,
+#                 TEARDOWN_ROUNDS, TEARDOWN_KINDS, LONG_TIMEOUT)
 #   make build    set up and build only (the debug test kernel, modules)
 #   make kernel-plain  the same kernel without the debug checkers, in
 #                 build/obj-plain (for benchmarks; only when asked)
@@ -29,7 +33,7 @@ PLAIN_MODROOT := $(B)/modroot-plain
 PHASE := scripts/phase
 BENCH_KERNEL ?= plain
 
-.PHONY: all build deps sources overlay config kernel kernel-plain bench demo test interop shell fuzz clean distclean
+.PHONY: all build deps sources overlay config kernel kernel-plain bench demo test long interop shell fuzz clean distclean
 
 all: build
 	@$(PHASE) demo scripts/vm-run --timeout 600 -- scripts/demo
@@ -59,6 +63,9 @@ kernel-plain: overlay
 
 test: build
 	@$(PHASE) test tests/run
+
+long: build
+	@$(PHASE) long tests/run --long
 
 interop: build
 	@$(PHASE) interop scripts/interop

@@ -23,7 +23,7 @@
 # starting programs and registering devices: `rdma link add` over a veth in
 # a namespace takes 4 to 6 s there, for either driver), so make test runs
 # one round of each kind, each after the last kind's removal, so the next
-# set-up still has to work; TEARDOWN_ROUNDS=100 is the full run (hours). A
+# set-up still has to work; make long runs TEARDOWN_ROUNDS=100 (hours). A
 # round rebuilds only what the last one removed. (rxe_rust_removal.sh, which
 # removed the port, the netdevice and the module under ib_write_bw with a
 # fresh set-up each, was folded into this on 2026-12-02: the two ran the same
