@@ -775,6 +775,10 @@ def summarize(raw):
                                 "tail_probes": statistics.median(probes) if probes else None}
                 c, rs = row["c"]["median"], row["rust"]["median"]
                 row["ratio"] = rs / c if c and rs is not None else None
+                # The drivers run one after the other within each repetition: a pair of one
+                # repetition was measured minutes apart, the medians up to a boot's length.
+                row["paired"] = paired_ratios(raw["runs"], path, rid, key)
+                row["reps_behind"] = sum(1 for q in row["paired"] if (q < 1 if higher else q > 1))
                 if row["ratio"] is not None:
                     row["rust_behind"] = row["ratio"] < 1 if higher else row["ratio"] > 1
                 else:
@@ -784,6 +788,19 @@ def summarize(raw):
     return {"meta": raw["meta"], "seconds": raw.get("seconds"),
             "memcpy_mbs": statistics.median(mem) if mem else None,
             "memcpy_samples": raw.get("memcpy", []), "figures": figs}
+
+
+def paired_ratios(runs, path, rid, key):
+    """Rust/C of one figure in each repetition that has both values, in repetition order."""
+    by_rep = {}
+    for x in runs:
+        if x["path"] != path or x["run"] != rid or not x.get("ok") or not x.get("values"):
+            continue
+        v = x["values"].get(key)
+        if v is not None:
+            by_rep.setdefault(x.get("rep"), {})[x["driver"]] = v
+    return [d["rust"] / d["c"] for rep, d in sorted(by_rep.items(), key=lambda kv: kv[0] or 0)
+            if d.get("c") and d.get("rust") is not None]
 
 
 def fmt(v):
@@ -816,26 +833,33 @@ def table(summary):
               if m.get("clocksource_end", m.get("clocksource")) != m.get("clocksource") else ""),
            f"{b}/{a}: ratio of the medians; '<' marks a figure where {b} is behind "
            "(lower bandwidth, higher latency). ± is half the spread of the repetitions.",
+           f"behind: in how many repetitions {b} was behind {a} (the two run one after the "
+           "other in each); '<<' marks a figure behind in every one of at least three.",
            ""]
     hdr = (f"{'path':<9} {'figure':<22} {'unit':<7} {a:>9} {'':>5} {b:>9} {'':>5} "
-           f"{b + '/' + a:>7}")
+           f"{b + '/' + a:>7}   {'behind':>6}")
     out.append(hdr)
     out.append("-" * len(hdr))
-    behind = total = 0
+    behind = total = always = 0
     for f in summary["figures"]:
         c, r = f["c"], f["rust"]
         ratio = "n/a" if f["ratio"] is None else f"{f['ratio']:.2f}"
-        mark = " <" if f["rust_behind"] else ""
+        paired = f.get("paired", [])
+        every = len(paired) >= 3 and f.get("reps_behind") == len(paired)
+        mark = " <<" if every else " < " if f["rust_behind"] else "   "
         if f["ratio"] is not None:
             total += 1
             behind += bool(f["rust_behind"])
+            always += every
+        reps = f"{f.get('reps_behind', 0)}/{len(paired)}" if paired else ""
         out.append(f"{f['path']:<9} {f['figure']:<22} {f['unit']:<7} {fmt(c['median']):>9} "
                    f"{spread(c['samples']):>5} {fmt(r['median']):>9} {spread(r['samples']):>5} "
-                   f"{ratio:>7}{mark}")
+                   f"{ratio:>7}{mark}{reps:>6}")
     out.append("")
     mem = summary["memcpy_mbs"]
     out.append(f"memcpy bound (64 MiB buffers, one CPU): {fmt(mem)} MB/s")
-    out.append(f"{b} behind {a} on {behind} of {total} figures with both values")
+    out.append(f"{b} behind {a} on {behind} of {total} figures with both values, "
+               f"in every repetition (of at least three) on {always}")
     errs = {}
     for f in summary["figures"]:
         for drv in ("c", "rust"):
