@@ -46,7 +46,8 @@ use crate::{
         io::TimerId,
         opcode::{
             OpClass,
-            Opcode, //
+            Opcode,
+            Position, //
         },
         packet::Packet as RocePacket,
         qp::TransportState,
@@ -586,6 +587,8 @@ enum Arrival {
     Stream(bool),
     /// An RDMA READ request for this many bytes (only RC has READs: the RETH follows the BTH).
     Read(u32),
+    /// A packet of an RDMA READ response of more than one packet (first, middle or last).
+    ReadResponsePart,
     /// Anything else: an acknowledgement, a response, an atomic request.
     Other,
 }
@@ -597,6 +600,9 @@ impl Arrival {
             return Self::Other;
         };
         if !op.is_request() {
+            if op.class() == OpClass::ReadResponse && op.position() != Position::Only {
+                return Self::ReadResponsePart;
+            }
             return Self::Other;
         }
         match op.class() {
@@ -770,6 +776,11 @@ impl QpShared {
                 // only complete, and hold the requests again: a run per packet. `enqueue`
                 // scheduled it.
                 _ if kicked => {}
+                // The packets of a READ response longer than one go to the work item, as a
+                // one-way stream does: on a veth this softirq runs on the responder's CPU,
+                // which sent them, and placing them here as well left the other CPU idle. A
+                // READ of one packet (`ib_read_lat -s 2`) is still completed here.
+                Arrival::ReadResponsePart => Self::schedule_unless_running(this),
                 // A READ response goes from one context: whole from here, or all of it from
                 // the work item ([`Transport::response_exceeds`]).
                 _ => {
