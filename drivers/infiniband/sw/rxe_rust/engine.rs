@@ -322,7 +322,7 @@ impl Engine {
                 }
             };
             let queued = self.to_qp(qpn, pkt, |qp, pkt| {
-                QpShared::enqueue(qp, pkt, false)?;
+                QpShared::enqueue(qp, pkt, false, false)?;
                 to.note(qp);
                 Ok(())
             });
@@ -761,7 +761,12 @@ impl QpShared {
         let arrival = Arrival::of(packet.bytes());
         let stream = matches!(arrival, Arrival::Stream(_));
         let connected = matches!(this.qp_type, IbQpType::Rc | IbQpType::Uc);
-        let kicked = Self::enqueue(this, packet, connected && !stream)?;
+        // The packets of a READ response longer than one go to the work item, as a one-way
+        // stream does: on a veth this softirq runs on the responder's CPU, which sent them,
+        // and placing them here as well left the other CPU idle. A READ of one packet
+        // (`ib_read_lat -s 2`) is still completed here.
+        let to_work_item = connected && matches!(arrival, Arrival::ReadResponsePart);
+        let kicked = Self::enqueue(this, packet, connected && !stream, to_work_item)?;
         if connected {
             match arrival {
                 // A SEND or WRITE that does not come in turn is part of a one-way stream: the
@@ -776,11 +781,8 @@ impl QpShared {
                 // only complete, and hold the requests again: a run per packet. `enqueue`
                 // scheduled it.
                 _ if kicked => {}
-                // The packets of a READ response longer than one go to the work item, as a
-                // one-way stream does: on a veth this softirq runs on the responder's CPU,
-                // which sent them, and placing them here as well left the other CPU idle. A
-                // READ of one packet (`ib_read_lat -s 2`) is still completed here.
-                Arrival::ReadResponsePart => Self::schedule_unless_running(this),
+                // `enqueue` scheduled it, unless a run was in progress.
+                Arrival::ReadResponsePart => {}
                 // A READ response goes from one context: whole from here, or all of it from
                 // the work item ([`Transport::response_exceeds`]).
                 _ => {
@@ -907,7 +909,9 @@ impl QpShared {
     }
 
     /// Queues a packet for this queue pair (any context); schedules a run only if `defer` and
-    /// new send WQEs or held requests wait for a run in process context ([`Inbox::kicked`]).
+    /// new send WQEs or held requests wait for a run in process context ([`Inbox::kicked`]),
+    /// or if `to_work_item` and no run is in progress (which looks at the inbox again before
+    /// it ends): one hold of the inbox's lock for both.
     ///
     /// Fails with `ENOBUFS` if [`MAX_INBOX_PACKETS`] wait already, `ESRCH` if the queue pair
     /// is being destroyed, or `ENOMEM`, and hands the packet back.
@@ -918,6 +922,7 @@ impl QpShared {
         this: ArcBorrow<'_, Self>,
         packet: Packet,
         defer: bool,
+        to_work_item: bool,
     ) -> Result<bool, (Error, Packet)> {
         let kicked = {
             let mut inbox = this.inbox.lock();
@@ -936,7 +941,7 @@ impl QpShared {
                 .packets
                 .push_within_capacity(packet)
                 .map_err(|e| (ENOMEM, e.0))?;
-            if defer && inbox.kicked {
+            if (defer && inbox.kicked) || (to_work_item && !inbox.running) {
                 Self::schedule_locked(this, &inbox);
             }
             inbox.kicked
