@@ -174,6 +174,9 @@ pub struct Scenario {
     pub sig_all: bool,
     /// Requests for a transmit buffer refused, per million (a full qdisc).
     pub tx_full_ppm: u32,
+    /// Memory accesses answered with a page not present, per million (on-demand paging);
+    /// zero from [`Scenario::from_seed`], set by hand.
+    pub odp_ppm: u32,
 }
 
 impl Scenario {
@@ -253,22 +256,27 @@ impl Scenario {
             },
             sig_all: r.chance(500_000),
             tx_full_ppm: if r.chance(300_000) { 20_000 } else { 0 },
+            odp_ppm: 0,
         }
     }
 
     /// Returns true if the run must end without an error completion.
     ///
     /// Errors are allowed when the link can defeat the retry budget: a
-    /// blackhole, heavy loss, any loss (refused transmit buffers included)
-    /// or reordering with a transport retry count below 7, or late receive
-    /// WQEs with a finite RNR retry count.
+    /// blackhole, heavy loss, any loss (refused transmit buffers and pages not
+    /// present included) or reordering with a transport retry count below 7,
+    /// or late receive WQEs or pages not present (RNR NAKs) with a finite RNR
+    /// retry count.
     pub fn must_succeed(&self) -> bool {
-        let link_ok = (self.drop_ppm <= 20_000 && self.retry_cnt == 7)
-            || (self.drop_ppm == 0 && self.jitter_ns == 0 && self.tx_full_ppm == 0);
+        let link_ok = (self.drop_ppm.saturating_add(self.odp_ppm) <= 20_000 && self.retry_cnt == 7)
+            || (self.drop_ppm == 0
+                && self.jitter_ns == 0
+                && self.tx_full_ppm == 0
+                && self.odp_ppm == 0);
         self.qp_type != QpType::Rc
             || (self.blackhole.is_none()
                 && link_ok
-                && (self.recv_delay_ns == 0 || self.rnr_retry == 7))
+                && ((self.recv_delay_ns == 0 && self.odp_ppm == 0) || self.rnr_retry == 7))
     }
 }
 
@@ -285,6 +293,8 @@ pub struct Report {
     pub corrupted: u64,
     /// Transmit buffers refused (the QP resumed when told there was room).
     pub tx_full: u64,
+    /// Memory accesses answered with a page not present (the QP ran again after the fault).
+    pub page_faults: u64,
     /// Transport retries.
     pub retries: u64,
     /// RNR retries.
@@ -317,6 +327,7 @@ impl Report {
         self.duplicated += r.duplicated;
         self.corrupted += r.corrupted;
         self.tx_full += r.tx_full;
+        self.page_faults += r.page_faults;
         self.retries += r.retries;
         self.rnr_retries += r.rnr_retries;
         self.retry_exceeded += r.retry_exceeded;
@@ -369,9 +380,26 @@ struct SimMem {
     recv: BTreeMap<u32, Vec<Sge>>,
     atomics: u64,
     flushes: u64,
+    /// Accesses answered with a page not present, per million.
+    odp_ppm: u32,
+    odp_rng: Rng,
+    /// A page was not present: the driver faults it in and runs the QP again.
+    faulted: bool,
+    /// Accesses answered with a page not present.
+    page_faults: u64,
 }
 
 impl SimMem {
+    /// Answers a page not present, `odp_ppm` per million of the accesses that pass their checks.
+    fn page(&mut self) -> Result<(), AccessError> {
+        if self.odp_ppm > 0 && self.odp_rng.chance(self.odp_ppm) {
+            self.faulted = true;
+            self.page_faults += 1;
+            return Err(AccessError::NotPresent);
+        }
+        Ok(())
+    }
+
     fn range(&self, key: u32, va: u64, len: usize, need: Access) -> Result<usize, AccessError> {
         let mr = self.keys.get(&key).ok_or(AccessError::InvalidKey)?;
         if !mr.valid {
@@ -420,11 +448,14 @@ impl MemoryAccess for SimMem {
                 dst.copy_from_slice(src);
                 Ok(())
             }
-            LocalData::Sges(sges) => for_each_chunk(&sges, offset, dst.len(), |sge, addr, r| {
-                let off = self.range(sge.lkey(), addr, r.len(), Access::NONE)?;
-                dst[r.clone()].copy_from_slice(&self.bytes[off..off + r.len()]);
-                Ok(())
-            }),
+            LocalData::Sges(sges) => {
+                for_each_chunk(&sges, offset, dst.len(), |sge, addr, r| {
+                    let off = self.range(sge.lkey(), addr, r.len(), Access::NONE)?;
+                    dst[r.clone()].copy_from_slice(&self.bytes[off..off + r.len()]);
+                    Ok(())
+                })?;
+                self.page()
+            }
         }
     }
 
@@ -436,7 +467,20 @@ impl MemoryAccess for SimMem {
             let off = self.range(sge.lkey(), addr, r.len(), Access::LOCAL_WRITE)?;
             self.bytes[off..off + r.len()].copy_from_slice(&src[r]);
             Ok(())
-        })
+        })?;
+        // After the copy: what a page fault leaves half written is written again.
+        self.page()
+    }
+
+    fn check_local(&mut self, wqe: WqeRef, offset: u32, len: u32) -> Result<(), AccessError> {
+        let LocalData::Sges(sges) = self.sges(wqe)? else {
+            return Err(AccessError::AccessDenied);
+        };
+        for_each_chunk(&sges, offset, len as usize, |sge, addr, r| {
+            self.range(sge.lkey(), addr, r.len(), Access::LOCAL_WRITE)
+                .map(|_| ())
+        })?;
+        self.page()
     }
 
     fn check_remote(
@@ -446,11 +490,13 @@ impl MemoryAccess for SimMem {
         len: u32,
         access: Access,
     ) -> Result<(), AccessError> {
-        self.range(rkey, va, len as usize, access).map(|_| ())
+        self.range(rkey, va, len as usize, access)?;
+        self.page()
     }
 
     fn read_remote(&mut self, rkey: u32, va: u64, dst: &mut [u8]) -> Result<(), AccessError> {
         let off = self.range(rkey, va, dst.len(), Access::REMOTE_READ)?;
+        self.page()?;
         dst.copy_from_slice(&self.bytes[off..off + dst.len()]);
         Ok(())
     }
@@ -458,7 +504,7 @@ impl MemoryAccess for SimMem {
     fn write_remote(&mut self, rkey: u32, va: u64, src: &[u8]) -> Result<(), AccessError> {
         let off = self.range(rkey, va, src.len(), Access::REMOTE_WRITE)?;
         self.bytes[off..off + src.len()].copy_from_slice(src);
-        Ok(())
+        self.page()
     }
 
     fn atomic(&mut self, rkey: u32, va: u64, op: AtomicOp) -> Result<u64, AccessError> {
@@ -466,6 +512,8 @@ impl MemoryAccess for SimMem {
             return Err(AccessError::Misaligned);
         }
         let off = self.range(rkey, va, 8, op.access())?;
+        // Before the operation: an atomic refused is not carried out.
+        self.page()?;
         let orig = self.word(off);
         let new = op.apply(orig);
         self.bytes[off..off + 8].copy_from_slice(&new.to_ne_bytes());
@@ -482,6 +530,7 @@ impl MemoryAccess for SimMem {
     ) -> Result<(), AccessError> {
         let need = Access::for_flush(placement_type);
         self.range(rkey, va, len as usize, need)?;
+        self.page()?;
         self.flushes += 1;
         Ok(())
     }
@@ -1109,6 +1158,10 @@ pub fn run_scenario(sc: &Scenario) -> Result<Report, String> {
                 recv,
                 atomics: 0,
                 flushes: 0,
+                odp_ppm: sc.odp_ppm,
+                odp_rng: Rng::new(sc.seed ^ (0x0d9a_0000 + me as u64)),
+                faulted: false,
+                page_faults: 0,
             },
             io: SimIo {
                 now: 0,
@@ -1190,6 +1243,12 @@ pub fn run_scenario(sc: &Scenario) -> Result<Report, String> {
                 ep.io.tx_blocked = false;
                 report.tx_full += 1;
                 heap.push(Reverse((now + 2_000, seq, Event::TxReady { ep: me })));
+                seq += 1;
+            }
+            if ep.mem.faulted {
+                // The driver faults the page in from process context and runs the QP again.
+                ep.mem.faulted = false;
+                heap.push(Reverse((now + 5_000, seq, Event::TxReady { ep: me })));
                 seq += 1;
             }
             for (timer, deadline) in ep.io.new_timers.drain(..) {
@@ -1329,6 +1388,7 @@ pub fn run_scenario(sc: &Scenario) -> Result<Report, String> {
         report.duplicate_requests += n(Counter::DuplicateRequest);
         report.out_of_sequence += n(Counter::OutOfSequence);
         report.completions += ep.io.completions.len() as u64;
+        report.page_faults += ep.mem.page_faults;
     }
     report.error = eps.iter().any(|ep| ep.qp.state() == TransportState::Error);
     check(sc, &eps, &all_recvs, &models, &initials, &report)?;

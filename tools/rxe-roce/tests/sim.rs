@@ -140,3 +140,39 @@ fn dead_link_exhausts_retries() {
         assert_eq!(r.retry_exceeded, 1);
     }
 }
+
+/// Pages not present (on-demand paging) on one memory access in a hundred (`SIM_ODP_PPM` per
+/// million), over the fixed
+/// seeds' links: every promise of the transport still holds, and a scenario that must
+/// succeed on its link still succeeds (a page not present costs a retry as a loss does).
+#[test]
+fn page_faults_are_carried_out_again() {
+    let start = env("SIM_ODP_SEED_START", 0);
+    let count = env("SIM_ODP_SEEDS", 2000);
+    let ppm = env("SIM_ODP_PPM", 10_000) as u32;
+    let mut total = Report::default();
+    let mut failures = Vec::new();
+    for seed in start..start + count {
+        let mut sc = Scenario::from_seed(seed);
+        sc.odp_ppm = ppm;
+        match rxe_roce::sim::run_scenario(&sc) {
+            Ok(r) => total.add(&r),
+            Err(e) => {
+                eprintln!(
+                    "seed {seed} failed with page faults: {e}\n  reproduce: \
+                     SIM_ODP_SEED_START={seed} SIM_ODP_SEEDS=1 SIM_ODP_PPM={ppm} SIM_TRACE=1 \
+                     cargo test --test sim page_faults"
+                );
+                failures.push(seed);
+            }
+        }
+    }
+    eprintln!(
+        "{count} seeds with page faults: {} faults, {} retries, {} RNR retries",
+        total.page_faults, total.retries, total.rnr_retries
+    );
+    assert!(failures.is_empty(), "failing seeds: {failures:?}");
+    if count >= 1000 && ppm >= 10_000 {
+        assert!(total.page_faults > 1000);
+    }
+}

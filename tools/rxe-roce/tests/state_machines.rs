@@ -43,7 +43,10 @@ use rxe_roce::roce::opcode::{
     QpType, //
 };
 use rxe_roce::roce::packet::Packet;
-use rxe_roce::roce::psn::Psn;
+use rxe_roce::roce::psn::{
+    Msn,
+    Psn, //
+};
 use rxe_roce::roce::qp::{
     QpConfig,
     QpTransport,
@@ -76,6 +79,28 @@ fn ack_timeout_nanos() -> u64 {
 }
 const RKEY: u32 = 2;
 
+/// A method of [`MemoryAccess`] that may answer that a page is not present.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum MemOp {
+    Gather,
+    Scatter,
+    CheckRemote,
+    ReadRemote,
+    WriteRemote,
+    Atomic,
+    Flush,
+    CheckLocal,
+}
+
+/// On-demand paging faults to answer: `times` calls of `op` get
+/// [`AccessError::NotPresent`], after `skip` calls that succeed.
+#[derive(Clone, Copy, Debug)]
+struct PageFault {
+    op: MemOp,
+    skip: u32,
+    times: u32,
+}
+
 /// Local buffers: slot `s` is `bytes[s * SLOT..]`; remote memory: `remote` at `REMOTE` for `RKEY`.
 #[derive(Default)]
 struct Mem {
@@ -87,6 +112,15 @@ struct Mem {
     invalid: Vec<u32>,
     registered: Vec<Registration>,
     bound: Vec<MwBind>,
+    /// Page faults to answer, as an on-demand paging region whose pages come and go.
+    faults: Vec<PageFault>,
+    /// Calls answered with [`AccessError::NotPresent`].
+    not_present: u32,
+    /// The pages of the send WQEs' buffers are not present until faulted in: `check_local`
+    /// and `scatter` to a send WQE answer [`AccessError::NotPresent`] while this is set.
+    send_pages_out: bool,
+    /// The calls of `check_local`: WQE, offset and length.
+    checks: Vec<(WqeRef, u32, u32)>,
 }
 
 impl Mem {
@@ -119,32 +153,70 @@ impl Mem {
             .get_mut(start..start + len)
             .ok_or(AccessError::OutOfRange)
     }
+
+    /// Answers [`AccessError::NotPresent`] if a fault in `faults` says so for this call of
+    /// `op`.
+    fn page(&mut self, op: MemOp) -> Result<(), AccessError> {
+        for f in self.faults.iter_mut().filter(|f| f.op == op) {
+            if f.skip > 0 {
+                f.skip -= 1;
+            } else if f.times > 0 {
+                f.times -= 1;
+                self.not_present += 1;
+                return Err(AccessError::NotPresent);
+            }
+        }
+        Ok(())
+    }
+
+    /// Answers [`AccessError::NotPresent`] for a send WQE while its pages are out.
+    fn send_pages(&mut self, wqe: WqeRef) -> Result<(), AccessError> {
+        if self.send_pages_out && matches!(wqe, WqeRef::Send(_)) {
+            self.not_present += 1;
+            return Err(AccessError::NotPresent);
+        }
+        Ok(())
+    }
 }
 
 impl MemoryAccess for Mem {
     fn gather(&mut self, wqe: WqeRef, offset: u32, dst: &mut [u8]) -> Result<(), AccessError> {
         self.gathers += 1;
+        self.page(MemOp::Gather)?;
         let len = dst.len();
         dst.copy_from_slice(self.local(wqe, offset, len)?);
         Ok(())
     }
     fn scatter(&mut self, wqe: WqeRef, offset: u32, src: &[u8]) -> Result<(), AccessError> {
+        self.page(MemOp::Scatter)?;
+        self.send_pages(wqe)?;
         self.local(wqe, offset, src.len())?.copy_from_slice(src);
         Ok(())
     }
+    fn check_local(&mut self, wqe: WqeRef, offset: u32, len: u32) -> Result<(), AccessError> {
+        self.checks.push((wqe, offset, len));
+        self.page(MemOp::CheckLocal)?;
+        self.send_pages(wqe)?;
+        self.local(wqe, offset, len as usize).map(|_| ())
+    }
     fn check_remote(&mut self, rkey: u32, va: u64, len: u32, _: Access) -> Result<(), AccessError> {
+        self.page(MemOp::CheckRemote)?;
         self.remote(rkey, va, len as usize).map(|_| ())
     }
     fn read_remote(&mut self, rkey: u32, va: u64, dst: &mut [u8]) -> Result<(), AccessError> {
+        self.page(MemOp::ReadRemote)?;
         let len = dst.len();
         dst.copy_from_slice(self.remote(rkey, va, len)?);
         Ok(())
     }
     fn write_remote(&mut self, rkey: u32, va: u64, src: &[u8]) -> Result<(), AccessError> {
+        self.page(MemOp::WriteRemote)?;
         self.remote(rkey, va, src.len())?.copy_from_slice(src);
         Ok(())
     }
     fn atomic(&mut self, rkey: u32, va: u64, op: AtomicOp) -> Result<u64, AccessError> {
+        // A page not present: the atomic is not carried out.
+        self.page(MemOp::Atomic)?;
         let w = self.remote(rkey, va, 8)?;
         let orig = u64::from_ne_bytes(w.try_into().unwrap());
         let new = match op {
@@ -158,6 +230,7 @@ impl MemoryAccess for Mem {
         Ok(orig)
     }
     fn flush(&mut self, rkey: u32, va: u64, len: u32, _: u8) -> Result<(), AccessError> {
+        self.page(MemOp::Flush)?;
         self.remote(rkey, va, len as usize).map(|_| ())
     }
     fn invalidate(&mut self, rkey: u32) -> Result<(), AccessError> {
@@ -275,6 +348,11 @@ impl End {
         self.qp.post_send(wr, &mut self.mem, &mut self.io).unwrap();
     }
 
+    /// Answers `times` calls of `op` with a page not present, after `skip` that succeed.
+    fn page_fault(&mut self, op: MemOp, skip: u32, times: u32) {
+        self.mem.faults.push(PageFault { op, skip, times });
+    }
+
     fn post_recv(&mut self, slot: u32) {
         self.io.recvs.push_back(RecvSlot {
             wr_id: 100 + u64::from(slot),
@@ -331,6 +409,17 @@ fn pair(qp_type: QpType, retry_cnt: u8, rnr_retry: u8) -> (End, End) {
 
 /// Two connected endpoints; `srq`: they receive through shared receive queues.
 fn pair_with(qp_type: QpType, retry_cnt: u8, rnr_retry: u8, srq: bool) -> (End, End) {
+    pair_timeout(qp_type, retry_cnt, rnr_retry, srq, ACK_TIMEOUT)
+}
+
+/// As [`pair_with`], with the local ACK timeout exponent `ack_timeout` (0: no timer).
+fn pair_timeout(
+    qp_type: QpType,
+    retry_cnt: u8,
+    rnr_retry: u8,
+    srq: bool,
+    ack_timeout: u8,
+) -> (End, End) {
     let mk = |qpn: u32, dest: u32, sq: u32, rq: u32| {
         let cfg = QpConfig {
             qp_type,
@@ -344,7 +433,7 @@ fn pair_with(qp_type: QpType, retry_cnt: u8, rnr_retry: u8, srq: bool) -> (End, 
             retry_cnt,
             rnr_retry,
             min_rnr_timer: RnrTimer::from_bits(4),
-            ack_timeout: AckTimeout::new(ACK_TIMEOUT).unwrap(),
+            ack_timeout: AckTimeout::new(ack_timeout).unwrap(),
             max_rd_atomic: 4,
             access: Access::from_bits(0x30f),
             sq_sig_all: true,
@@ -1918,4 +2007,887 @@ fn acknowledgement_past_the_send_position_moves_it_up() {
     assert_eq!(a.sends_done(), [(0, WcStatus::Success)]);
     assert_eq!(a.count(Counter::Retry), 1);
     assert_eq!(b.mem.remote[..8 * 256], a.mem.local[..8 * 256]);
+}
+
+// On-demand paging: a page not present (`AccessError::NotPresent`) stops the transport without
+// a trace, and the same request or packet is carried out again once the page is in.
+
+/// The RNR NAK a responder here sends for `psn` (RNR timer code 4).
+fn rnr_nak(psn: u32) -> (Opcode, u32, Option<Syndrome>) {
+    (
+        Opcode::RC_ACKNOWLEDGE,
+        psn,
+        Some(Syndrome::RnrNak(RnrTimer::from_bits(4))),
+    )
+}
+
+/// Fills `buf` with a pattern that differs for each `seed`.
+fn pattern(buf: &mut [u8], seed: u8) {
+    for (i, x) in buf.iter_mut().enumerate() {
+        *x = (i as u8).wrapping_mul(31).wrapping_add(seed);
+    }
+}
+
+/// Hands the RNR NAK `nak` to the requester `a`, lets its RNR timer expire and returns what
+/// it sends again.
+fn after_rnr_wait(a: &mut End, nak: &[Vec<u8>]) -> Vec<Vec<u8>> {
+    a.deliver(nak);
+    assert!(a.io.sent.is_empty(), "waits for the RNR timer");
+    a.fire(TimerId::RnrRetry);
+    a.take_sent()
+}
+
+/// Checks that neither end failed: no error completion, no async event, no NAK of an error
+/// kind, both ready to send.
+fn assert_no_error(a: &End, b: &End) {
+    for e in [a, b] {
+        assert_eq!(e.qp.state(), TransportState::ReadyToSend);
+        assert!(e.io.events.is_empty(), "{:?}", e.io.events);
+        assert!(
+            e.io.done.iter().all(|c| c.status == WcStatus::Success),
+            "{:?}",
+            e.io.done
+        );
+    }
+}
+
+/// The receive completions of `e`: work request ID, status, opcode and length.
+fn recvs_done(e: &End) -> Vec<(u64, WcStatus, WcOpcode, u32)> {
+    e.io.done
+        .iter()
+        .filter(|c| c.queue == WorkQueue::Recv)
+        .map(|c| (c.wr_id, c.status, c.opcode, c.byte_len))
+        .collect()
+}
+
+#[test]
+fn odp_send_not_present_at_its_first_packet_is_rnr_naked_and_lands_once() {
+    let (mut a, mut b) = pair(QpType::Rc, 7, 7);
+    pattern(&mut a.mem.local[..600], 1);
+    b.post_recv(0);
+    b.post_recv(1);
+    b.page_fault(MemOp::Scatter, 0, 1);
+    a.post(wr(0, WrOpcode::Send, Remote::None, 600));
+    let reqs = a.take_sent();
+    assert_eq!(reqs.len(), 3);
+    b.deliver(&reqs);
+    let nak = b.take_sent();
+    assert_eq!(
+        opcodes(&nak),
+        [rnr_nak(0xff_fffe)],
+        "an RNR NAK, and no sequence NAK for the packets behind it"
+    );
+    assert_eq!(b.qp.expected_psn(), Psn::new(0xff_fffe));
+    assert!(b.io.done.is_empty());
+    let again = after_rnr_wait(&mut a, &nak);
+    assert_eq!(again, reqs, "the same packets again");
+    b.deliver(&again);
+    a.deliver(&b.take_sent());
+    assert_eq!(a.sends_done(), [(0, WcStatus::Success)]);
+    assert_eq!(
+        recvs_done(&b),
+        [(100, WcStatus::Success, WcOpcode::Recv, 600)],
+        "in the receive WQE the first attempt took"
+    );
+    assert_eq!(b.io.recvs.len(), 1, "the second receive WQE is untouched");
+    assert_eq!(b.mem.local[4 * SLOT..4 * SLOT + 600], a.mem.local[..600]);
+    assert_eq!(b.mem.not_present, 1);
+    assert_eq!(b.count(Counter::RnrNakSent), 1);
+    assert_eq!(a.count(Counter::RnrNakReceived), 1);
+    assert_eq!(a.count(Counter::RnrRetry), 1);
+    assert_eq!(a.count(Counter::Retry), 0);
+    assert_no_error(&a, &b);
+}
+
+#[test]
+fn odp_send_not_present_at_a_middle_packet_resumes_there() {
+    let (mut a, mut b) = pair(QpType::Rc, 7, 7);
+    pattern(&mut a.mem.local[..600], 2);
+    b.post_recv(0);
+    b.post_recv(1);
+    b.page_fault(MemOp::Scatter, 1, 1);
+    a.post(wr(0, WrOpcode::Send, Remote::None, 600));
+    let reqs = a.take_sent();
+    b.deliver(&reqs);
+    let nak = b.take_sent();
+    assert_eq!(opcodes(&nak), [rnr_nak(0xff_ffff)]);
+    assert_eq!(b.qp.expected_psn(), Psn::new(0xff_ffff));
+    let again = after_rnr_wait(&mut a, &nak);
+    assert_eq!(
+        op_psns(&again),
+        [
+            (Opcode::RC_SEND_MIDDLE, 0xff_ffff),
+            (Opcode::RC_SEND_LAST, 0)
+        ],
+        "from the packet refused on"
+    );
+    b.deliver(&again);
+    a.deliver(&b.take_sent());
+    assert_eq!(a.sends_done(), [(0, WcStatus::Success)]);
+    assert_eq!(
+        recvs_done(&b),
+        [(100, WcStatus::Success, WcOpcode::Recv, 600)]
+    );
+    assert_eq!(b.io.recvs.len(), 1);
+    assert_eq!(b.mem.local[4 * SLOT..4 * SLOT + 600], a.mem.local[..600]);
+    assert_eq!(b.count(Counter::RnrNakSent), 1);
+    assert_eq!(a.count(Counter::RnrNakReceived), 1);
+    assert_eq!(a.count(Counter::RnrRetry), 1);
+    assert_eq!(a.count(Counter::Retry), 0);
+    assert_no_error(&a, &b);
+}
+
+#[test]
+fn odp_write_refused_by_check_remote_is_rnr_naked_and_lands() {
+    let (mut a, mut b) = pair(QpType::Rc, 7, 7);
+    pattern(&mut a.mem.local[..600], 3);
+    b.page_fault(MemOp::CheckRemote, 0, 1);
+    let rdma = Remote::Rdma {
+        addr: REMOTE + 64,
+        rkey: RKEY,
+    };
+    a.post(wr(0, WrOpcode::RdmaWrite, rdma, 600));
+    let reqs = a.take_sent();
+    b.deliver(&reqs);
+    let nak = b.take_sent();
+    assert_eq!(opcodes(&nak), [rnr_nak(0xff_fffe)]);
+    assert!(
+        b.mem.remote[64..664].iter().all(|&x| x == 0),
+        "nothing written"
+    );
+    let again = after_rnr_wait(&mut a, &nak);
+    assert_eq!(again, reqs);
+    b.deliver(&again);
+    a.deliver(&b.take_sent());
+    assert_eq!(a.sends_done(), [(0, WcStatus::Success)]);
+    assert_eq!(b.mem.remote[64..664], a.mem.local[..600]);
+    assert!(b.io.done.is_empty());
+    assert_eq!(b.count(Counter::RnrNakSent), 1);
+    assert_eq!(a.count(Counter::RnrNakReceived), 1);
+    assert_eq!(a.count(Counter::Retry), 0);
+    assert_no_error(&a, &b);
+}
+
+#[test]
+fn odp_write_not_present_at_a_middle_packet_resumes_there() {
+    let (mut a, mut b) = pair(QpType::Rc, 7, 7);
+    pattern(&mut a.mem.local[..600], 4);
+    b.page_fault(MemOp::WriteRemote, 1, 1);
+    let rdma = Remote::Rdma {
+        addr: REMOTE + 64,
+        rkey: RKEY,
+    };
+    a.post(wr(0, WrOpcode::RdmaWrite, rdma, 600));
+    b.deliver(&a.take_sent());
+    let nak = b.take_sent();
+    assert_eq!(opcodes(&nak), [rnr_nak(0xff_ffff)]);
+    let again = after_rnr_wait(&mut a, &nak);
+    assert_eq!(
+        op_psns(&again),
+        [
+            (Opcode::RC_RDMA_WRITE_MIDDLE, 0xff_ffff),
+            (Opcode::RC_RDMA_WRITE_LAST, 0)
+        ]
+    );
+    b.deliver(&again);
+    a.deliver(&b.take_sent());
+    assert_eq!(a.sends_done(), [(0, WcStatus::Success)]);
+    assert_eq!(b.mem.remote[64..664], a.mem.local[..600]);
+    assert_eq!(b.count(Counter::RnrNakSent), 1);
+    assert_eq!(a.count(Counter::RnrNakReceived), 1);
+    assert_eq!(a.count(Counter::Retry), 0);
+    assert_no_error(&a, &b);
+}
+
+#[test]
+fn odp_write_with_immediate_not_present_at_its_last_packet_keeps_the_receive_wqe() {
+    let (mut a, mut b) = pair(QpType::Rc, 7, 7);
+    pattern(&mut a.mem.local[..600], 5);
+    b.post_recv(0);
+    b.post_recv(1);
+    b.page_fault(MemOp::WriteRemote, 2, 1);
+    let rdma = Remote::Rdma {
+        addr: REMOTE + 64,
+        rkey: RKEY,
+    };
+    let mut w = wr(0, WrOpcode::RdmaWriteWithImm, rdma, 600);
+    w.imm_data = Some(0x77);
+    a.post(w);
+    b.deliver(&a.take_sent());
+    let nak = b.take_sent();
+    assert_eq!(opcodes(&nak), [rnr_nak(0)]);
+    assert!(b.io.done.is_empty());
+    let again = after_rnr_wait(&mut a, &nak);
+    assert_eq!(
+        op_psns(&again),
+        [(Opcode::RC_RDMA_WRITE_LAST_WITH_IMMEDIATE, 0)]
+    );
+    b.deliver(&again);
+    a.deliver(&b.take_sent());
+    assert_eq!(a.sends_done(), [(0, WcStatus::Success)]);
+    assert_eq!(
+        recvs_done(&b),
+        [(100, WcStatus::Success, WcOpcode::RecvRdmaWithImm, 600)]
+    );
+    assert_eq!(b.io.done[0].imm_data, Some(0x77));
+    assert_eq!(b.io.recvs.len(), 1);
+    assert_eq!(b.mem.remote[64..664], a.mem.local[..600]);
+    assert_no_error(&a, &b);
+}
+
+#[test]
+fn odp_atomic_write_and_flush_not_present_are_rnr_naked() {
+    let (mut a, mut b) = pair(QpType::Rc, 7, 7);
+    b.page_fault(MemOp::Atomic, 0, 1);
+    b.page_fault(MemOp::Flush, 0, 1);
+    a.mem.local[..8].copy_from_slice(&0x1122_3344_5566_7788u64.to_ne_bytes());
+    let rdma = Remote::Rdma {
+        addr: REMOTE + 64,
+        rkey: RKEY,
+    };
+    a.post(wr(0, WrOpcode::AtomicWrite, rdma, 8));
+    b.deliver(&a.take_sent());
+    let nak = b.take_sent();
+    assert_eq!(opcodes(&nak), [rnr_nak(0xff_fffe)]);
+    assert_eq!(b.mem.atomics, 0);
+    b.deliver(&after_rnr_wait(&mut a, &nak));
+    a.deliver(&b.take_sent());
+    let flush = Remote::Flush {
+        addr: REMOTE,
+        length: 64,
+        rkey: RKEY,
+        placement_type: 1,
+        selectivity_level: 0,
+    };
+    a.post(wr(1, WrOpcode::Flush, flush, 0));
+    b.deliver(&a.take_sent());
+    let nak = b.take_sent();
+    assert_eq!(opcodes(&nak), [rnr_nak(0xff_ffff)]);
+    b.deliver(&after_rnr_wait(&mut a, &nak));
+    a.deliver(&b.take_sent());
+    assert_eq!(
+        a.sends_done(),
+        [(0, WcStatus::Success), (1, WcStatus::Success)]
+    );
+    assert_eq!(b.mem.atomics, 1);
+    assert_eq!(b.mem.remote[64..72], a.mem.local[..8]);
+    assert_eq!(b.count(Counter::RnrNakSent), 2);
+    assert_eq!(a.count(Counter::RnrNakReceived), 2);
+    assert_no_error(&a, &b);
+}
+
+#[test]
+fn odp_read_refused_by_check_remote_is_rnr_naked_and_read_once() {
+    let (mut a, mut b) = pair(QpType::Rc, 7, 7);
+    pattern(&mut b.mem.remote, 6);
+    b.page_fault(MemOp::CheckRemote, 0, 1);
+    let rdma = Remote::Rdma {
+        addr: REMOTE + 8,
+        rkey: RKEY,
+    };
+    a.post(wr(0, WrOpcode::RdmaRead, rdma, 600));
+    let req = a.take_sent();
+    b.deliver(&req);
+    let nak = b.take_sent();
+    assert_eq!(opcodes(&nak), [rnr_nak(0xff_fffe)]);
+    let msn = |p: &Vec<u8>| Packet::parse(p).unwrap().aeth().unwrap().msn();
+    assert_eq!(msn(&nak[0]), Msn::ZERO);
+    assert_eq!(b.qp.expected_psn(), Psn::new(0xff_fffe));
+    let again = after_rnr_wait(&mut a, &nak);
+    assert_eq!(again, req, "the same request again");
+    b.deliver(&again);
+    let resp = b.take_sent();
+    assert_eq!(
+        op_psns(&resp),
+        [
+            (Opcode::RC_RDMA_READ_RESPONSE_FIRST, 0xff_fffe),
+            (Opcode::RC_RDMA_READ_RESPONSE_MIDDLE, 0xff_ffff),
+            (Opcode::RC_RDMA_READ_RESPONSE_LAST, 0),
+        ]
+    );
+    assert_eq!(
+        msn(&resp[0]),
+        Msn::new(1),
+        "the refused READ was no message"
+    );
+    assert_eq!(b.count(Counter::DuplicateRequest), 0);
+    a.deliver(&resp);
+    assert_eq!(a.sends_done(), [(0, WcStatus::Success)]);
+    assert_eq!(a.mem.local[..600], b.mem.remote[8..608]);
+    assert_eq!(b.count(Counter::RnrNakSent), 1);
+    assert_eq!(a.count(Counter::RnrNakReceived), 1);
+    assert_eq!(a.count(Counter::Retry), 0);
+    assert_no_error(&a, &b);
+}
+
+#[test]
+fn odp_read_response_abandoned_midway_is_replayed_on_the_retry() {
+    let (mut a, mut b) = pair(QpType::Rc, 7, 7);
+    pattern(&mut b.mem.remote, 7);
+    b.page_fault(MemOp::ReadRemote, 1, 1);
+    let rdma = Remote::Rdma {
+        addr: REMOTE + 8,
+        rkey: RKEY,
+    };
+    a.post(wr(0, WrOpcode::RdmaRead, rdma, 600));
+    b.deliver(&a.take_sent());
+    let first = b.take_sent();
+    assert_eq!(
+        op_psns(&first),
+        [(Opcode::RC_RDMA_READ_RESPONSE_FIRST, 0xff_fffe)],
+        "the rest abandoned, without a NAK"
+    );
+    assert!(!b.qp.is_sending_response(), "nothing left to resume");
+    b.qp.run(&mut b.mem, &mut b.io);
+    assert!(b.take_sent().is_empty());
+    assert_eq!(b.qp.expected_psn(), Psn::new(1), "the READ was carried out");
+    a.deliver(&first);
+    assert!(a.io.sent.is_empty());
+    // The rest never comes: the local ACK timeout asks for it again.
+    a.time_out();
+    let retry = a.take_sent();
+    assert_eq!(op_psns(&retry), [(Opcode::RC_RDMA_READ_REQUEST, 0xff_ffff)]);
+    b.deliver(&retry);
+    assert_eq!(b.count(Counter::DuplicateRequest), 1);
+    let replay = b.take_sent();
+    assert_eq!(
+        op_psns(&replay),
+        [
+            (Opcode::RC_RDMA_READ_RESPONSE_FIRST, 0xff_ffff),
+            (Opcode::RC_RDMA_READ_RESPONSE_LAST, 0),
+        ]
+    );
+    a.deliver(&replay);
+    assert_eq!(a.sends_done(), [(0, WcStatus::Success)]);
+    assert_eq!(a.mem.local[..600], b.mem.remote[8..608]);
+    assert_eq!(b.mem.not_present, 1);
+    assert_eq!(b.count(Counter::RnrNakSent), 0);
+    assert_eq!(a.count(Counter::RnrNakReceived), 0);
+    assert_eq!(a.count(Counter::SequenceErrorNak), 0);
+    assert_eq!(a.count(Counter::Retry), 1);
+    assert_no_error(&a, &b);
+}
+
+#[test]
+fn odp_read_response_not_placed_is_dropped_and_asked_again() {
+    let (mut a, mut b) = pair(QpType::Rc, 7, 7);
+    pattern(&mut b.mem.remote, 8);
+    a.page_fault(MemOp::Scatter, 0, 1);
+    let rdma = Remote::Rdma {
+        addr: REMOTE + 8,
+        rkey: RKEY,
+    };
+    a.post(wr(0, WrOpcode::RdmaRead, rdma, 600));
+    b.deliver(&a.take_sent());
+    let resp = b.take_sent();
+    assert_eq!(resp.len(), 3);
+    a.deliver(&resp);
+    assert_eq!(a.mem.not_present, 1);
+    assert_eq!(a.count(Counter::DroppedPackets), 1);
+    assert!(a.sends_done().is_empty());
+    assert_eq!(a.qp.requester.acked_psn(), Psn::new(0xff_fffe));
+    assert!(a.io.sent.is_empty());
+    // The two after it were placed ahead of the gap; the reorder window ends and only the
+    // dropped one is asked for again.
+    a.fire(TimerId::Retransmit);
+    let retry = a.take_sent();
+    assert_eq!(op_psns(&retry), [(Opcode::RC_RDMA_READ_REQUEST, 0xff_fffe)]);
+    let reth = *Packet::parse(&retry[0]).unwrap().reth().unwrap();
+    assert_eq!((reth.va(), reth.dma_len()), (REMOTE + 8, 256));
+    b.deliver(&retry);
+    let replay = b.take_sent();
+    assert_eq!(
+        op_psns(&replay),
+        [(Opcode::RC_RDMA_READ_RESPONSE_ONLY, 0xff_fffe)]
+    );
+    a.deliver(&replay);
+    assert_eq!(a.sends_done(), [(0, WcStatus::Success)]);
+    assert_eq!(a.mem.local[..600], b.mem.remote[8..608]);
+    assert_eq!(a.count(Counter::Retry), 1);
+    assert_eq!(a.count(Counter::RnrNakReceived), 0);
+    assert_eq!(a.count(Counter::SequenceErrorNak), 0);
+    assert_eq!(b.count(Counter::RnrNakSent), 0);
+    assert_no_error(&a, &b);
+}
+
+#[test]
+fn odp_fetch_add_not_present_is_rnr_naked_and_applied_once() {
+    let (mut a, mut b) = pair(QpType::Rc, 7, 7);
+    b.mem.remote[..8].copy_from_slice(&40u64.to_ne_bytes());
+    b.page_fault(MemOp::Atomic, 0, 1);
+    a.post(fetch_add(0, 2));
+    let req = a.take_sent();
+    b.deliver(&req);
+    let nak = b.take_sent();
+    assert_eq!(opcodes(&nak), [rnr_nak(0xff_fffe)]);
+    assert_eq!(b.mem.atomics, 0);
+    let again = after_rnr_wait(&mut a, &nak);
+    assert_eq!(again, req);
+    b.deliver(&again);
+    let ack = b.take_sent();
+    assert_eq!(op_psns(&ack), [(Opcode::RC_ATOMIC_ACKNOWLEDGE, 0xff_fffe)]);
+    a.deliver(&ack);
+    assert_eq!(a.sends_done(), [(0, WcStatus::Success)]);
+    assert_eq!(b.mem.atomics, 1, "carried out once");
+    assert_eq!(b.mem.remote[..8], 42u64.to_ne_bytes());
+    assert_eq!(a.mem.local[..8], 40u64.to_ne_bytes());
+    assert_eq!(b.count(Counter::RnrNakSent), 1);
+    assert_eq!(a.count(Counter::RnrNakReceived), 1);
+    assert_eq!(a.count(Counter::Retry), 0);
+    assert_no_error(&a, &b);
+}
+
+#[test]
+fn odp_atomic_acknowledge_not_placed_is_dropped_and_answered_from_the_resource() {
+    let (mut a, mut b) = pair(QpType::Rc, 7, 7);
+    b.mem.remote[..8].copy_from_slice(&40u64.to_ne_bytes());
+    a.page_fault(MemOp::Scatter, 0, 1);
+    a.post(fetch_add(0, 2));
+    let req = a.take_sent();
+    b.deliver(&req);
+    a.deliver(&b.take_sent());
+    assert_eq!(a.mem.not_present, 1);
+    assert_eq!(a.count(Counter::DroppedPackets), 1);
+    assert!(a.sends_done().is_empty());
+    assert_eq!(a.qp.requester.acked_psn(), Psn::new(0xff_fffe));
+    // No probe for an atomic: the timeout asks again, and the duplicate is answered from
+    // the responder resource.
+    a.time_out();
+    let retry = a.take_sent();
+    assert_eq!(retry, req);
+    b.deliver(&retry);
+    assert_eq!(b.count(Counter::DuplicateRequest), 1);
+    a.deliver(&b.take_sent());
+    assert_eq!(a.sends_done(), [(0, WcStatus::Success)]);
+    assert_eq!(b.mem.atomics, 1, "carried out once");
+    assert_eq!(b.mem.remote[..8], 42u64.to_ne_bytes());
+    assert_eq!(a.mem.local[..8], 40u64.to_ne_bytes());
+    assert_eq!(a.count(Counter::Retry), 1);
+    assert_eq!(a.count(Counter::RnrNakReceived), 0);
+    assert_eq!(b.count(Counter::RnrNakSent), 0);
+    assert_no_error(&a, &b);
+}
+
+#[test]
+fn odp_gather_not_present_sends_nothing_until_the_next_run() {
+    let (mut a, mut b) = pair(QpType::Rc, 7, 7);
+    pattern(&mut a.mem.local[..600], 9);
+    pattern(&mut a.mem.local[SLOT..SLOT + 600], 10);
+    b.post_recv(0);
+    b.post_recv(1);
+    a.page_fault(MemOp::Gather, 0, 1);
+    a.post(wr(0, WrOpcode::Send, Remote::None, 600));
+    assert!(a.take_sent().is_empty(), "nothing sent");
+    assert_eq!(a.count(Counter::SentPackets), 0);
+    assert_eq!(a.mem.not_present, 1);
+    // The driver faults the page in and runs the QP again.
+    a.qp.run(&mut a.mem, &mut a.io);
+    let reqs = a.take_sent();
+    assert_eq!(
+        op_psns(&reqs),
+        [
+            (Opcode::RC_SEND_FIRST, 0xff_fffe),
+            (Opcode::RC_SEND_MIDDLE, 0xff_ffff),
+            (Opcode::RC_SEND_LAST, 0),
+        ]
+    );
+    b.deliver(&reqs);
+    a.deliver(&b.take_sent());
+    // A page that is not present at the second packet of the next SEND.
+    a.page_fault(MemOp::Gather, 1, 1);
+    a.post(wr(1, WrOpcode::Send, Remote::None, 600));
+    let first = a.take_sent();
+    assert_eq!(op_psns(&first), [(Opcode::RC_SEND_FIRST, 1)]);
+    b.deliver(&first);
+    a.qp.run(&mut a.mem, &mut a.io);
+    let rest = a.take_sent();
+    assert_eq!(
+        op_psns(&rest),
+        [(Opcode::RC_SEND_MIDDLE, 2), (Opcode::RC_SEND_LAST, 3)]
+    );
+    b.deliver(&rest);
+    a.deliver(&b.take_sent());
+    assert_eq!(
+        a.sends_done(),
+        [(0, WcStatus::Success), (1, WcStatus::Success)]
+    );
+    assert_eq!(
+        recvs_done(&b),
+        [
+            (100, WcStatus::Success, WcOpcode::Recv, 600),
+            (101, WcStatus::Success, WcOpcode::Recv, 600)
+        ]
+    );
+    assert_eq!(b.mem.local[4 * SLOT..4 * SLOT + 600], a.mem.local[..600]);
+    assert_eq!(
+        b.mem.local[5 * SLOT..5 * SLOT + 600],
+        a.mem.local[SLOT..SLOT + 600]
+    );
+    assert_eq!(a.count(Counter::SentPackets), 6);
+    assert_eq!(a.count(Counter::Retry), 0);
+    assert_eq!(b.count(Counter::DuplicateRequest), 0);
+    assert_eq!(b.count(Counter::OutOfSequence), 0);
+    assert_eq!(a.mem.not_present, 2);
+    assert_no_error(&a, &b);
+}
+
+#[test]
+fn odp_ud_scatter_not_present_drops_the_datagram_and_keeps_the_receive_wqe() {
+    let (mut a, mut b) = pair(QpType::Ud, 7, 7);
+    b.post_recv(1);
+    b.post_recv(2);
+    b.page_fault(MemOp::Scatter, 0, 1);
+    let ud = Remote::Ud {
+        remote_qpn: 2,
+        remote_qkey: 7,
+        ah_num: 3,
+    };
+    a.mem.local[..4].copy_from_slice(b"ping");
+    a.mem.local[SLOT..SLOT + 4].copy_from_slice(b"pong");
+    a.post(wr(0, WrOpcode::Send, ud, 4));
+    b.deliver(&a.take_sent());
+    assert!(b.io.done.is_empty(), "dropped");
+    assert_eq!(b.count(Counter::DroppedPackets), 1);
+    assert_eq!(b.mem.not_present, 1);
+    assert_eq!(b.io.recvs.len(), 1, "one receive WQE taken and kept");
+    a.post(wr(1, WrOpcode::Send, ud, 4));
+    b.deliver(&a.take_sent());
+    assert_eq!(
+        recvs_done(&b),
+        [(101, WcStatus::Success, WcOpcode::Recv, 44)],
+        "the next datagram lands in the kept WQE"
+    );
+    assert_eq!(&b.mem.local[5 * SLOT + 40..5 * SLOT + 44], b"pong");
+    assert_eq!(b.io.recvs.len(), 1, "the next WQE is untouched");
+    assert_no_error(&a, &b);
+    // A WQE kept for a dropped datagram is flushed once when the QP fails.
+    b.page_fault(MemOp::Scatter, 0, 1);
+    a.post(wr(2, WrOpcode::Send, ud, 4));
+    b.deliver(&a.take_sent());
+    assert!(b.io.recvs.is_empty());
+    b.qp.fail(&mut b.io);
+    b.qp.drain_recv(&mut b.io);
+    assert_eq!(
+        recvs_done(&b),
+        [
+            (101, WcStatus::Success, WcOpcode::Recv, 44),
+            (102, WcStatus::WrFlushErr, WcOpcode::Recv, 0)
+        ]
+    );
+}
+
+#[test]
+fn odp_uc_not_present_drops_the_message_and_keeps_the_receive_wqe() {
+    let (mut a, mut b) = pair(QpType::Uc, 7, 7);
+    pattern(&mut a.mem.local[..700], 11);
+    pattern(&mut a.mem.local[SLOT..SLOT + 20], 12);
+    b.post_recv(0);
+    b.page_fault(MemOp::Scatter, 1, 1);
+    a.post(wr(0, WrOpcode::Send, Remote::None, 700));
+    a.post(wr(1, WrOpcode::Send, Remote::None, 20));
+    let pkts = a.take_sent();
+    assert_eq!(pkts.len(), 4);
+    b.deliver(&pkts);
+    assert_eq!(
+        recvs_done(&b),
+        [(100, WcStatus::Success, WcOpcode::Recv, 20)],
+        "the first message dropped as if lost, its WQE reused"
+    );
+    assert_eq!(
+        b.mem.local[4 * SLOT..4 * SLOT + 20],
+        a.mem.local[SLOT..SLOT + 20]
+    );
+    assert_eq!(b.count(Counter::DroppedPackets), 2);
+    assert!(b.take_sent().is_empty(), "UC sends no responses");
+    assert_no_error(&a, &b);
+}
+
+// The buffers a READ response or an atomic acknowledge is placed in are checked before the
+// request goes out (`MemoryAccess::check_local`): a page not present holds the request back,
+// as for a transmit buffer, rather than letting the completer drop the response.
+
+/// Hands `sent` from `a` to `b`, what `b` answers back to `a`, and so on until neither sends.
+fn converse(a: &mut End, b: &mut End, mut sent: Vec<Vec<u8>>) {
+    while !sent.is_empty() {
+        b.deliver(&sent);
+        let answers = b.take_sent();
+        a.deliver(&answers);
+        sent = a.take_sent();
+    }
+}
+
+#[test]
+fn odp_read_buffer_not_present_holds_the_request_back() {
+    let (mut a, mut b) = pair(QpType::Rc, 7, 7);
+    pattern(&mut b.mem.remote, 13);
+    a.page_fault(MemOp::CheckLocal, 0, 1);
+    let rdma = Remote::Rdma {
+        addr: REMOTE + 8,
+        rkey: RKEY,
+    };
+    a.post(wr(0, WrOpcode::RdmaRead, rdma, 600));
+    assert!(a.take_sent().is_empty(), "nothing sent");
+    assert_eq!(a.count(Counter::SentPackets), 0);
+    assert_eq!(a.mem.not_present, 1);
+    assert!(
+        !a.io.timers.contains_key(&TimerId::Retransmit),
+        "no PSN taken, so nothing outstanding to time"
+    );
+    assert_eq!(a.qp.requester.outstanding(), 1);
+    // The driver faults the page in and runs the QP again.
+    a.qp.run(&mut a.mem, &mut a.io);
+    let req = a.take_sent();
+    assert_eq!(
+        op_psns(&req),
+        [(Opcode::RC_RDMA_READ_REQUEST, 0xff_fffe)],
+        "the READ with the PSN it would have had"
+    );
+    let reth = *Packet::parse(&req[0]).unwrap().reth().unwrap();
+    assert_eq!((reth.va(), reth.dma_len()), (REMOTE + 8, 600));
+    assert_eq!(
+        a.mem.checks,
+        [(WqeRef::Send(0), 0, 600); 2],
+        "the bytes the request reads, once per run"
+    );
+    b.deliver(&req);
+    let resp = b.take_sent();
+    assert_eq!(resp.len(), 3);
+    a.deliver(&resp);
+    assert_eq!(a.sends_done(), [(0, WcStatus::Success)]);
+    assert_eq!(a.mem.local[..600], b.mem.remote[8..608]);
+    assert_eq!(a.io.now, 0, "no timer needed");
+    assert!(!a.io.timers.contains_key(&TimerId::Retransmit));
+    assert_eq!(a.count(Counter::Retry), 0);
+    assert_eq!(a.count(Counter::DroppedPackets), 0);
+    assert_eq!(a.count(Counter::SentPackets), 1);
+    assert_eq!(b.count(Counter::DuplicateRequest), 0);
+    assert_eq!(a.mem.not_present, 1);
+    assert_no_error(&a, &b);
+}
+
+#[test]
+fn odp_atomic_buffer_not_present_holds_the_request_back() {
+    let (mut a, mut b) = pair(QpType::Rc, 7, 7);
+    b.mem.remote[..8].copy_from_slice(&40u64.to_ne_bytes());
+    a.page_fault(MemOp::CheckLocal, 0, 1);
+    a.post(fetch_add(0, 2));
+    assert!(a.take_sent().is_empty(), "nothing sent");
+    assert!(!a.io.timers.contains_key(&TimerId::Retransmit));
+    a.qp.run(&mut a.mem, &mut a.io);
+    let req = a.take_sent();
+    assert_eq!(op_psns(&req), [(Opcode::RC_FETCH_ADD, 0xff_fffe)]);
+    b.deliver(&req);
+    a.deliver(&b.take_sent());
+    assert_eq!(a.sends_done(), [(0, WcStatus::Success)]);
+    assert_eq!(b.mem.atomics, 1, "carried out once");
+    assert_eq!(b.mem.remote[..8], 42u64.to_ne_bytes());
+    assert_eq!(a.mem.local[..8], 40u64.to_ne_bytes());
+    // A compare and swap after it, its buffer not present either.
+    a.page_fault(MemOp::CheckLocal, 0, 1);
+    let cas = Remote::Atomic {
+        addr: REMOTE,
+        rkey: RKEY,
+        compare_add: 42,
+        swap: 7,
+    };
+    a.post(wr(1, WrOpcode::AtomicCmpAndSwp, cas, 8));
+    assert!(a.take_sent().is_empty(), "nothing sent");
+    a.qp.run(&mut a.mem, &mut a.io);
+    let req = a.take_sent();
+    assert_eq!(op_psns(&req), [(Opcode::RC_COMPARE_SWAP, 0xff_ffff)]);
+    b.deliver(&req);
+    a.deliver(&b.take_sent());
+    assert_eq!(
+        a.sends_done(),
+        [(0, WcStatus::Success), (1, WcStatus::Success)]
+    );
+    assert_eq!(b.mem.remote[..8], 7u64.to_ne_bytes());
+    assert_eq!(a.mem.local[SLOT..SLOT + 8], 42u64.to_ne_bytes());
+    assert_eq!(
+        a.mem.checks,
+        [
+            (WqeRef::Send(0), 0, 8),
+            (WqeRef::Send(0), 0, 8),
+            (WqeRef::Send(1), 0, 8),
+            (WqeRef::Send(1), 0, 8)
+        ],
+        "the eight bytes of the original value"
+    );
+    assert_eq!(a.io.now, 0, "no timer needed");
+    assert_eq!(a.count(Counter::Retry), 0);
+    assert_eq!(a.count(Counter::DroppedPackets), 0);
+    assert_eq!(b.count(Counter::DuplicateRequest), 0);
+    assert_eq!(a.mem.not_present, 2);
+    assert_no_error(&a, &b);
+}
+
+#[test]
+fn odp_read_asked_in_pieces_checks_each_piece() {
+    let (mut a, mut b) = pair(QpType::Rc, 7, 7);
+    // Narrow the window to the minimum, as `a_read_asked_in_two_requests_completes` does.
+    a.post(fetch_add(0, 1));
+    let _lost = a.take_sent();
+    a.time_out();
+    let _lost_again = a.take_sent();
+    a.time_out();
+    b.deliver(&a.take_sent());
+    a.deliver(&b.take_sent());
+    assert_eq!(a.sends_done(), [(0, WcStatus::Success)]);
+    let w = a.qp.send_window();
+    assert!(w < 3, "window {w}: too wide for this test");
+    let (retries, dropped, now) = (
+        a.count(Counter::Retry),
+        a.count(Counter::DroppedPackets),
+        a.io.now,
+    );
+    a.mem.checks.clear();
+    pattern(&mut b.mem.remote, 14);
+    a.page_fault(MemOp::CheckLocal, 0, 1);
+    let rdma = Remote::Rdma {
+        addr: REMOTE + 1000,
+        rkey: RKEY,
+    };
+    a.post(wr(1, WrOpcode::RdmaRead, rdma, 600));
+    assert!(a.take_sent().is_empty(), "the first piece waits");
+    a.qp.run(&mut a.mem, &mut a.io);
+    let r1 = a.take_sent();
+    assert_eq!(op_psns(&r1), [(Opcode::RC_RDMA_READ_REQUEST, 0xff_ffff)]);
+    let reth = *Packet::parse(&r1[0]).unwrap().reth().unwrap();
+    assert_eq!((reth.va(), reth.dma_len()), (REMOTE + 1000, 512));
+    assert_eq!(a.mem.checks, [(WqeRef::Send(1), 0, 512); 2]);
+    b.deliver(&r1);
+    let resp1 = b.take_sent();
+    assert_eq!(resp1.len(), 2);
+    // The page of the second piece is not present either.
+    a.page_fault(MemOp::CheckLocal, 0, 1);
+    a.deliver(&resp1);
+    assert!(a.take_sent().is_empty(), "the second piece waits");
+    a.qp.run(&mut a.mem, &mut a.io);
+    let r2 = a.take_sent();
+    assert_eq!(op_psns(&r2), [(Opcode::RC_RDMA_READ_REQUEST, 1)]);
+    let reth = *Packet::parse(&r2[0]).unwrap().reth().unwrap();
+    assert_eq!(
+        (reth.va(), reth.dma_len()),
+        (REMOTE + 1000 + 512, 600 - 512)
+    );
+    assert_eq!(
+        a.mem.checks[2..],
+        [(WqeRef::Send(1), 512, 600 - 512); 2],
+        "exactly the bytes of the second piece"
+    );
+    b.deliver(&r2);
+    a.deliver(&b.take_sent());
+    assert_eq!(a.sends_done().last(), Some(&(1, WcStatus::Success)));
+    assert_eq!(a.mem.local[SLOT..SLOT + 600], b.mem.remote[1000..1600]);
+    assert_eq!(a.count(Counter::Retry), retries, "no retry for the waits");
+    assert_eq!(a.count(Counter::DroppedPackets), dropped);
+    assert_eq!(a.io.now, now, "no timer needed");
+    assert_eq!(b.count(Counter::DuplicateRequest), 0);
+    assert_eq!(a.mem.not_present, 2);
+    assert_no_error(&a, &b);
+}
+
+#[test]
+fn odp_read_without_an_ack_timer_waits_for_its_buffer_instead_of_hanging() {
+    // No local ACK timer (timeout 0): a READ response dropped for a page not present would
+    // never be asked for again.
+    let (mut a, mut b) = pair_timeout(QpType::Rc, 7, 7, false, 0);
+    pattern(&mut b.mem.remote, 15);
+    a.mem.send_pages_out = true;
+    let rdma = Remote::Rdma {
+        addr: REMOTE + 8,
+        rkey: RKEY,
+    };
+    a.post(wr(0, WrOpcode::RdmaRead, rdma, 600));
+    let sent = a.take_sent();
+    converse(&mut a, &mut b, sent);
+    assert!(a.sends_done().is_empty());
+    assert!(a.io.timers.is_empty(), "no timer");
+    // The driver faults the pages in and runs the QP again.
+    a.mem.send_pages_out = false;
+    a.qp.run(&mut a.mem, &mut a.io);
+    let sent = a.take_sent();
+    converse(&mut a, &mut b, sent);
+    assert_eq!(a.sends_done(), [(0, WcStatus::Success)]);
+    assert_eq!(a.mem.local[..600], b.mem.remote[8..608]);
+    assert_eq!(a.count(Counter::DroppedPackets), 0, "no response dropped");
+    assert_eq!(a.count(Counter::Retry), 0);
+    assert_eq!(a.mem.not_present, 1);
+    assert_eq!(a.io.now, 0);
+    assert_no_error(&a, &b);
+}
+
+#[test]
+fn odp_read_held_by_the_window_is_checked_when_it_goes_out() {
+    let (mut a, mut b) = pair(QpType::Rc, 7, 7);
+    // Narrow the window to the minimum, as `a_read_asked_in_two_requests_completes` does.
+    a.post(fetch_add(0, 1));
+    let _lost = a.take_sent();
+    a.time_out();
+    let _lost_again = a.take_sent();
+    a.time_out();
+    b.deliver(&a.take_sent());
+    a.deliver(&b.take_sent());
+    let w = a.qp.send_window();
+    assert!(w < 3, "window {w}: too wide for this test");
+    let retries = a.count(Counter::Retry);
+    a.mem.checks.clear();
+    // A write fills the window: the READ behind it takes its PSNs but waits.
+    let write = Remote::Rdma {
+        addr: REMOTE + 4096,
+        rkey: RKEY,
+    };
+    a.post(wr(1, WrOpcode::RdmaWrite, write, 512));
+    pattern(&mut b.mem.remote[..1000], 16);
+    let rdma = Remote::Rdma {
+        addr: REMOTE + 8,
+        rkey: RKEY,
+    };
+    a.post(wr(2, WrOpcode::RdmaRead, rdma, 200));
+    let writes = a.take_sent();
+    assert_eq!(writes.len(), 2);
+    assert!(
+        a.mem.checks.is_empty(),
+        "not asked while the window is full"
+    );
+    a.page_fault(MemOp::CheckLocal, 0, 1);
+    b.deliver(&writes);
+    a.deliver(&b.take_sent());
+    assert!(a.take_sent().is_empty(), "the READ waits for its buffer");
+    a.qp.run(&mut a.mem, &mut a.io);
+    let req = a.take_sent();
+    assert_eq!(op_psns(&req), [(Opcode::RC_RDMA_READ_REQUEST, 1)]);
+    assert_eq!(a.mem.checks, [(WqeRef::Send(2), 0, 200); 2]);
+    b.deliver(&req);
+    a.deliver(&b.take_sent());
+    assert_eq!(
+        a.sends_done(),
+        [
+            (0, WcStatus::Success),
+            (1, WcStatus::Success),
+            (2, WcStatus::Success)
+        ]
+    );
+    assert_eq!(a.mem.local[2 * SLOT..2 * SLOT + 200], b.mem.remote[8..208]);
+    assert_eq!(a.count(Counter::Retry), retries);
+    assert_no_error(&a, &b);
+}
+
+#[test]
+fn odp_zero_length_read_checks_no_buffer() {
+    let (mut a, mut b) = pair(QpType::Rc, 7, 7);
+    a.page_fault(MemOp::CheckLocal, 0, 1);
+    let rdma = Remote::Rdma {
+        addr: REMOTE + 8,
+        rkey: RKEY,
+    };
+    a.post(wr(0, WrOpcode::RdmaRead, rdma, 0));
+    let req = a.take_sent();
+    assert_eq!(op_psns(&req), [(Opcode::RC_RDMA_READ_REQUEST, 0xff_fffe)]);
+    assert!(a.mem.checks.is_empty(), "no byte to place");
+    b.deliver(&req);
+    a.deliver(&b.take_sent());
+    assert_eq!(a.sends_done(), [(0, WcStatus::Success)]);
+    assert_eq!(a.mem.not_present, 0);
+    assert_no_error(&a, &b);
 }

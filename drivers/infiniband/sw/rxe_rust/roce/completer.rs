@@ -49,6 +49,7 @@ use super::io::{
     WcStatus, //
 };
 use super::memory::{
+    AccessError,
     MemoryAccess,
     WqeRef, //
 };
@@ -73,6 +74,17 @@ enum Acked {
     Ok,
     /// It reached past a READ or atomic without its response: retry.
     ImpliedNak,
+}
+
+/// What became of the payload of a READ response.
+enum Placement {
+    /// It is in the WQE's buffers.
+    Placed,
+    /// The response does not fit the request, or the buffers refused it: the WQE failed.
+    Failed,
+    /// A page of the buffers is not present: the response was dropped as if lost, and loss
+    /// recovery asks for it again once the driver has faulted the page in.
+    Dropped,
 }
 
 impl<const N: usize> Requester<N> {
@@ -434,9 +446,9 @@ impl<const N: usize> Requester<N> {
             // asked for again; only READs may stand in between (the gap is a response), and
             // only as far as the bitmap reaches.
             if self.reads_up_to(k) && self.in_early_window(psn) && !self.is_early(psn) {
-                if !self.place_read_response(k, &e, pkt, psn, mem, out) {
+                let Placement::Placed = self.place_read_response(k, &e, pkt, psn, mem, out) else {
                     return;
-                }
+                };
                 self.set_early(psn);
             } else {
                 out.count(Counter::DroppedPackets);
@@ -444,9 +456,9 @@ impl<const N: usize> Requester<N> {
             self.implied_nak(psn.next(), out);
             return;
         }
-        if !self.place_read_response(k, &e, pkt, psn, mem, out) {
+        let Placement::Placed = self.place_read_response(k, &e, pkt, psn, mem, out) else {
             return;
-        }
+        };
         // In order: move past it and every response that arrived ahead of it.
         let start = self.comp_psn;
         self.comp_psn = psn.next();
@@ -483,8 +495,8 @@ impl<const N: usize> Requester<N> {
         }
     }
 
-    /// Checks the READ response at `psn` for the WQE `e` (at `k`) and places its payload;
-    /// on a mismatch fails the WQE and returns false.
+    /// Checks the READ response at `psn` for the WQE `e` (at `k`) and places its payload; on
+    /// a mismatch fails the WQE.
     fn place_read_response<M, O>(
         &mut self,
         k: usize,
@@ -493,7 +505,7 @@ impl<const N: usize> Requester<N> {
         psn: Psn,
         mem: &mut M,
         out: &mut O,
-    ) -> bool
+    ) -> Placement
     where
         M: MemoryAccess + ?Sized,
         O: Output + Clock + ?Sized,
@@ -510,16 +522,19 @@ impl<const N: usize> Requester<N> {
         let end = pkt.opcode().position().is_end();
         if (last && !end) || usize::try_from(expected).ok() != Some(payload.len()) {
             self.fail(k, WcStatus::BadRespErr, out);
-            return false;
+            return Placement::Failed;
         }
-        if mem
-            .scatter(WqeRef::Send(e.wr.slot), offset, payload)
-            .is_err()
-        {
-            self.fail(k, WcStatus::LocProtErr, out);
-            return false;
+        match mem.scatter(WqeRef::Send(e.wr.slot), offset, payload) {
+            Ok(()) => Placement::Placed,
+            Err(AccessError::NotPresent) => {
+                out.count(Counter::DroppedPackets);
+                Placement::Dropped
+            }
+            Err(_) => {
+                self.fail(k, WcStatus::LocProtErr, out);
+                Placement::Failed
+            }
         }
-        true
     }
 
     fn on_atomic_ack<M, O>(&mut self, pkt: &Packet<'_>, psn: Psn, mem: &mut M, out: &mut O)
@@ -542,9 +557,18 @@ impl<const N: usize> Requester<N> {
             return;
         }
         let orig = ack.orig().to_ne_bytes();
-        if mem.scatter(WqeRef::Send(e.wr.slot), 0, &orig).is_err() {
-            self.fail(k, WcStatus::LocProtErr, out);
-            return;
+        match mem.scatter(WqeRef::Send(e.wr.slot), 0, &orig) {
+            Ok(()) => {}
+            Err(AccessError::NotPresent) => {
+                // Dropped as if lost: the retry's duplicate is answered from the responder
+                // resource once the driver has faulted the page in.
+                out.count(Counter::DroppedPackets);
+                return;
+            }
+            Err(_) => {
+                self.fail(k, WcStatus::LocProtErr, out);
+                return;
+            }
         }
         self.comp_psn = psn.next();
         self.finish(k, WcStatus::Success);

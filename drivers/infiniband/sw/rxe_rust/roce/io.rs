@@ -181,7 +181,8 @@ pub enum Counter {
     SentPackets,
     /// A packet was received and handled by the transport.
     ReceivedPackets,
-    /// A packet was dropped by the transport (bad sequence, no buffer, bad key).
+    /// A packet was dropped by the transport (bad sequence, no buffer, bad key, a page not
+    /// present).
     DroppedPackets,
     /// A duplicate request was received.
     DuplicateRequest,

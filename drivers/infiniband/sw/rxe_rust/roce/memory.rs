@@ -77,6 +77,9 @@ pub enum AccessError {
     TooShort,
     /// An atomic at an address not aligned to eight bytes.
     Misaligned,
+    /// The key, range and rights are valid but a page of the range is not present now
+    /// (on-demand paging): the operation is asked again once the driver has faulted it in.
+    NotPresent,
 }
 
 /// A WQE whose local buffers are read or written.
@@ -139,12 +142,41 @@ impl AtomicOp {
 ///
 /// Every method checks keys, ranges and rights; a failure becomes a NAK or an
 /// error completion, never a partial success that is reported as a success.
+///
+/// [`AccessError::NotPresent`] is no failure: the transport stops without a trace so that the
+/// same request or packet is carried out again, byte for byte, once the driver has faulted the
+/// page in. Any method but `invalidate`, `register` and `bind_mw` may return it, `check_remote`
+/// too (the check of an on-demand paging region includes presence, so that a request is
+/// refused before it starts rather than in its middle); an atomic that returns it has not been
+/// carried out. What the callers do with it:
+/// - the responder (RC) answers the request with an RNR NAK, as RNICs do for a page fault,
+///   keeping its receive WQE and expected PSN; the requester retries after the RNR timer. A
+///   READ response that meets it stops silently and the requester's retry is answered from
+///   the responder resource;
+/// - the responder (UC, UD) drops the packet as lost, keeping its receive WQE for the next
+///   message;
+/// - the requester sends nothing, as when it has no transmit buffer, and resumes at its next
+///   run: for the payload of a request it gathers, and for the buffers the response of a READ
+///   or atomic will be placed in ([`MemoryAccess::check_local`], asked before the request
+///   goes out, so that the response is not dropped);
+/// - the completer drops the READ response or atomic acknowledge as lost (a page taken away
+///   after the requester's check); loss recovery asks for it again.
 pub trait MemoryAccess {
     /// Copies `dst.len()` bytes from offset `offset` of the local data of `wqe`.
     fn gather(&mut self, wqe: WqeRef, offset: u32, dst: &mut [u8]) -> Result<(), AccessError>;
 
     /// Copies `src` to offset `offset` of the local buffers of `wqe` (local write).
     fn scatter(&mut self, wqe: WqeRef, offset: u32, src: &[u8]) -> Result<(), AccessError>;
+
+    /// Checks that the local buffers of `wqe` from byte `offset` for `len` bytes may be written
+    /// now: the response of a READ or atomic is placed there.
+    ///
+    /// A driver with on-demand paging answers [`AccessError::NotPresent`] for a page not
+    /// present or not writable, and faults it in; the default answers that they may, always.
+    fn check_local(&mut self, wqe: WqeRef, offset: u32, len: u32) -> Result<(), AccessError> {
+        let _ = (wqe, offset, len);
+        Ok(())
+    }
 
     /// Checks that `rkey` grants `access` to `len` bytes at `va`.
     fn check_remote(

@@ -27,6 +27,7 @@ use super::io::{
     WorkQueue, //
 };
 use super::memory::{
+    AccessError,
     MemoryAccess,
     WqeRef, //
 };
@@ -74,6 +75,9 @@ fn early_window(early: [u64; EARLY_WORDS], from: Psn, n: u32) -> u128 {
         .map_or(u128::MAX, |b| b.wrapping_sub(1));
     first & mask
 }
+
+/// The bytes of an atomic acknowledge placed in the WQE's buffers: the original value.
+const ATOMIC_ACK_LEN: u32 = 8;
 
 /// The requester asks for an ACK at least every this many packets.
 pub const MAX_PKTS_PER_ACK: u32 = 64;
@@ -171,8 +175,12 @@ impl Entry {
 
 /// What to do with the WQE at the send position.
 enum Admit {
-    /// Send it.
-    Go,
+    /// Send it; `checked`: the buffers the response to its first request is placed in were
+    /// found present ([`Requester::response_buffers_present`]).
+    Go {
+        /// Asked already; `send_packet` need not ask again.
+        checked: bool,
+    },
     /// Wait for a response to open the window.
     Wait,
     /// It was handled without sending (local operation or error): look at the next.
@@ -402,6 +410,7 @@ impl<const N: usize> Requester<N> {
                 self.advance();
                 continue;
             }
+            let mut checked = false;
             if entry.assigned {
                 if entry.wr.opcode == WrOpcode::RdmaRead && !self.skip_early(&entry) {
                     // Every response arrived ahead of a gap: nothing to ask again.
@@ -423,12 +432,15 @@ impl<const N: usize> Requester<N> {
             } else {
                 self.resend = None;
                 match self.admit(i, mem, out) {
-                    Admit::Go => {}
+                    Admit::Go { checked: c } => checked = c,
                     Admit::Wait => break,
                     Admit::Next => continue,
                 }
             }
-            if !out.may_send_request() || !out.may_continue() || !self.send_packet(i, mem, out) {
+            if !out.may_send_request()
+                || !out.may_continue()
+                || !self.send_packet(i, checked, mem, out)
+            {
                 break;
             }
         }
@@ -575,6 +587,27 @@ impl<const N: usize> Requester<N> {
                 return Admit::Next;
             }
         };
+        // The buffers the response of a READ or atomic is placed in are checked before the
+        // WQE takes its PSNs: a page not present leaves no trace (no PSN outstanding, no timer
+        // armed) and the WQE is admitted again at the next run, once the driver has faulted
+        // the page in. A window already full sends nothing now: `send_packet` checks what it
+        // lets out later.
+        let mut checked = false;
+        let in_flight = self.next_psn.distance_from(self.comp_psn);
+        if wr.is_read_or_atomic() && in_flight < self.window {
+            let len = if wr.opcode == WrOpcode::RdmaRead {
+                let count = self
+                    .read_request_packets(npsn, 0, self.next_psn, in_flight)
+                    .unwrap_or(npsn);
+                self.read_request_bytes(wr.length, 0, count).1
+            } else {
+                ATOMIC_ACK_LEN
+            };
+            if !Self::response_buffers_present(wr.slot, 0, len, mem) {
+                return Admit::Wait;
+            }
+            checked = true;
+        }
         let first_psn = self.next_psn;
         self.next_psn = first_psn.add(npsn);
         if wr.is_read_or_atomic() {
@@ -586,11 +619,14 @@ impl<const N: usize> Requester<N> {
             e.assigned = true;
         }
         self.cur_pkt = 0;
-        Admit::Go
+        Admit::Go { checked }
     }
 
     /// Sends the next packet of the WQE at `i`; returns false to stop sending.
-    fn send_packet<M, O>(&mut self, i: usize, mem: &mut M, out: &mut O) -> bool
+    ///
+    /// `checked`: the buffers the response to this request is placed in were found present
+    /// just before ([`Admit::Go`]).
+    fn send_packet<M, O>(&mut self, i: usize, checked: bool, mem: &mut M, out: &mut O) -> bool
     where
         M: MemoryAccess + ?Sized,
         O: Output + Clock + ?Sized,
@@ -605,7 +641,6 @@ impl<const N: usize> Requester<N> {
         if rc && in_flight >= self.window {
             return false;
         }
-        let mtu = self.mtu.bytes();
         let Some(kind) = wr.opcode.message_kind() else {
             return false;
         };
@@ -622,11 +657,16 @@ impl<const N: usize> Requester<N> {
                 let Some(op) = Opcode::new(Transport::Rc, Operation::RdmaReadRequest) else {
                     return false;
                 };
-                let Some(count) = self.read_request_packets(&entry, psn, in_flight) else {
+                let Some(count) =
+                    self.read_request_packets(entry.npsn, self.cur_pkt, psn, in_flight)
+                else {
                     return false;
                 };
-                let off = self.cur_pkt.saturating_mul(mtu).min(wr.length);
-                let len = count.saturating_mul(mtu).min(wr.length.wrapping_sub(off));
+                let (off, len) = self.read_request_bytes(wr.length, self.cur_pkt, count);
+                // Before anything changes for this request: it waits for a page not present.
+                if !checked && !Self::response_buffers_present(wr.slot, off, len, mem) {
+                    return false;
+                }
                 hdr = Outgoing::new(op, psn, dest_qpn, self.pkey);
                 hdr.reth = Some((addr.wrapping_add(u64::from(off)), rkey, len));
                 hdr.ack_req = true;
@@ -650,6 +690,9 @@ impl<const N: usize> Requester<N> {
                 let Some(op) = Opcode::new(Transport::Rc, operation) else {
                     return false;
                 };
+                if !checked && !Self::response_buffers_present(wr.slot, 0, ATOMIC_ACK_LEN, mem) {
+                    return false;
+                }
                 hdr = Outgoing::new(op, psn, dest_qpn, self.pkey);
                 hdr.atomic = Some((addr, rkey, swap_add, compare));
                 hdr.ack_req = true;
@@ -753,7 +796,9 @@ impl<const N: usize> Requester<N> {
         );
         match result {
             Ok(()) => {}
-            Err(TxError::NoBuffer) => return false,
+            // A page not present is faulted in by the driver, which runs the QP again: the
+            // packet waits, as for a transmit buffer.
+            Err(TxError::NoBuffer | TxError::Memory(AccessError::NotPresent)) => return false,
             Err(TxError::Memory(_)) => {
                 self.fail(i, WcStatus::LocProtErr, out);
                 return false;
@@ -779,8 +824,8 @@ impl<const N: usize> Requester<N> {
         true
     }
 
-    /// Returns how many responses the READ request of `entry` at `psn` asks for, or `None`
-    /// if it must wait.
+    /// Returns how many responses the READ request at `psn` asks for, from response `pkt` of
+    /// the `npsn` its WQE has, or `None` if it must wait.
     ///
     /// In the full window a READ asks for all it has left. In a narrowed one (after a
     /// retry) it asks for what the window allows, and never past a response that arrived
@@ -788,9 +833,9 @@ impl<const N: usize> Requester<N> {
     /// READ waits until every earlier PSN is acknowledged, whatever the window: a READ has
     /// one request outstanding, so the responder's resources (one per request, the oldest
     /// reused, as the C driver's) still cover every outstanding one.
-    fn read_request_packets(&self, entry: &Entry, psn: Psn, in_flight: u32) -> Option<u32> {
-        let left = entry.npsn.saturating_sub(self.cur_pkt).max(1);
-        if self.cur_pkt > 0 && psn != self.comp_psn {
+    fn read_request_packets(&self, npsn: u32, pkt: u32, psn: Psn, in_flight: u32) -> Option<u32> {
+        let left = npsn.saturating_sub(pkt).max(1);
+        if pkt > 0 && psn != self.comp_psn {
             return None;
         }
         if self.window >= MAX_UNACKED_PSNS {
@@ -806,6 +851,30 @@ impl<const N: usize> Requester<N> {
             i = i.wrapping_add(1);
         }
         Some(count)
+    }
+
+    /// Returns the bytes of a READ of `length` bytes that its request from response `pkt`,
+    /// asking for `count` responses, reads: their offset in the WQE and their length.
+    fn read_request_bytes(&self, length: u32, pkt: u32, count: u32) -> (u32, u32) {
+        let mtu = self.mtu.bytes();
+        let off = pkt.saturating_mul(mtu).min(length);
+        (off, count.saturating_mul(mtu).min(length.wrapping_sub(off)))
+    }
+
+    /// Returns false if a page of the `len` bytes at `offset` of the buffers of the send WQE
+    /// in `slot`, where a response is placed, is not present ([`MemoryAccess::check_local`]):
+    /// the request waits, as for a transmit buffer, while the driver faults the page in.
+    ///
+    /// Any other error is left to the completer: its placement of the response reports it.
+    fn response_buffers_present<M>(slot: u32, offset: u32, len: u32, mem: &mut M) -> bool
+    where
+        M: MemoryAccess + ?Sized,
+    {
+        len == 0
+            || !matches!(
+                mem.check_local(WqeRef::Send(slot), offset, len),
+                Err(AccessError::NotPresent)
+            )
     }
 
     /// Narrows the send window for a retry: by half, or to the minimum after a local ACK

@@ -8,7 +8,8 @@
 //! WRITE and FLUSH are acknowledged again without being carried out, an RDMA
 //! READ or atomic is answered again from its responder resource (the range
 //! read, or the value an atomic returned) and never carried out twice. A SEND
-//! without a receive WQE gets an RNR NAK. Errors NAK the request and put the
+//! without a receive WQE gets an RNR NAK, and so does a request that meets a
+//! page not present (on-demand paging). Errors NAK the request and put the
 //! QP in the error state. ACKs are coalesced: a request asking for one marks
 //! it pending, and the pending ACK goes out at the end of a receive batch
 //! ([`Responder::flush_ack`]) or before any other response, so one ACK covers
@@ -110,6 +111,9 @@ struct ReadCursor {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Fault {
     /// No receive WQE: RNR NAK.
+    ///
+    /// Also the answer to a page not present ([`AccessError::NotPresent`]), as hardware RNICs
+    /// answer an on-demand paging fault: the requester retries after the RNR timer.
     Rnr,
     /// Invalid request: bad opcode sequence, length or rights of the QP.
     Invalid,
@@ -150,7 +154,9 @@ pub struct Responder<const R: usize> {
     nak_sent: bool,
     ack_pending: Option<Psn>,
     msg: Option<InMsg>,
-    /// The receive WQE taken for the message in progress (kept for reuse on UC).
+    /// The receive WQE taken for the message in progress; kept for the next message when
+    /// the message is not carried out (an RNR NAK, a UC message dropped, a UD datagram
+    /// dropped for a page not present).
     recv: Option<RecvSlot>,
     /// UC: drop packets until the next First or Only.
     drop_msg: bool,
@@ -232,7 +238,8 @@ impl<const R: usize> Responder<R> {
     {
         while let Some(c) = self.read_cursor.take().or_else(|| self.held.take()) {
             // The range was checked when the request came. If it is no longer readable, the
-            // rest is not sent and the requester's retry gets the NAK.
+            // rest is not sent and the requester's retry gets the NAK (or, for a page not
+            // present, the replay from the resource).
             let _ = self.send_read_responses(&c.res, c.first, c.next, c.replay, mem, out);
             if self.read_cursor.is_some() {
                 return;
@@ -470,7 +477,7 @@ impl<const R: usize> Responder<R> {
                 return Err(Fault::Length);
             }
             mem.scatter(WqeRef::Recv(wr.slot), m.offset, payload)
-                .map_err(|_| Fault::Operational)?;
+                .map_err(|e| or_rnr(e, Fault::Operational))?;
             m.offset = end;
             self.msg = Some(m);
             if pos.is_end() {
@@ -500,7 +507,7 @@ impl<const R: usize> Responder<R> {
         if pos.is_start() {
             let reth = pkt.reth().ok_or(Fault::Invalid)?;
             mem.check_remote(reth.rkey(), reth.va(), reth.dma_len(), Access::REMOTE_WRITE)
-                .map_err(|_| Fault::Access)?;
+                .map_err(|e| or_rnr(e, Fault::Access))?;
             self.msg = Some(InMsg {
                 class,
                 offset: 0,
@@ -528,7 +535,7 @@ impl<const R: usize> Responder<R> {
         };
         let va = m.va.wrapping_add(u64::from(m.offset));
         mem.write_remote(m.rkey, va, payload)
-            .map_err(|_| Fault::Access)?;
+            .map_err(|e| or_rnr(e, Fault::Access))?;
         m.offset = end;
         self.msg = Some(m);
         if pos.is_end() {
@@ -599,8 +606,10 @@ impl<const R: usize> Responder<R> {
             return Err(Fault::Invalid);
         }
         let reth = pkt.reth().ok_or(Fault::Invalid)?;
+        // Nothing is changed before the check: an RNR NAK for a page not present leaves no
+        // trace.
         mem.check_remote(reth.rkey(), reth.va(), reth.dma_len(), Access::REMOTE_READ)
-            .map_err(|_| Fault::Access)?;
+            .map_err(|e| or_rnr(e, Fault::Access))?;
         let npsn = packets_for(reth.dma_len(), self.mtu.bytes());
         self.msn = self.msn.next();
         let res = Resource {
@@ -691,6 +700,11 @@ impl<const R: usize> Responder<R> {
                         next: idx,
                         replay,
                     });
+                    return Ok(());
+                }
+                Err(TxError::Memory(AccessError::NotPresent)) => {
+                    // A page went away since the request was checked: the rest is not sent,
+                    // and the requester's retry is answered from the resource.
                     return Ok(());
                 }
                 Err(TxError::Memory(_)) => return Err(Fault::Access),
@@ -887,6 +901,9 @@ impl<const R: usize> Responder<R> {
                 self.drop_msg = true;
             }
             Err(_) => {
+                // UC has no NAK: without a receive WQE, at a page not present or on an error
+                // the message is dropped as if a packet were lost; a receive WQE it took waits
+                // in `recv` for the next message.
                 out.count(Counter::DroppedPackets);
                 self.msg = None;
                 self.drop_msg = true;
@@ -907,7 +924,7 @@ impl<const R: usize> Responder<R> {
             out.count(Counter::DroppedPackets);
             return;
         }
-        let Some(wr) = out.take_recv() else {
+        let Some(wr) = self.recv.take().or_else(|| out.take_recv()) else {
             out.count(Counter::DroppedPackets);
             return;
         };
@@ -924,6 +941,12 @@ impl<const R: usize> Responder<R> {
                 match grh.and_then(|()| mem.scatter(WqeRef::Recv(wr.slot), GRH_LEN as u32, payload))
                 {
                     Ok(()) => WcStatus::Success,
+                    Err(AccessError::NotPresent) => {
+                        // Dropped as if lost; the receive WQE waits for the next datagram.
+                        self.recv = Some(wr);
+                        out.count(Counter::DroppedPackets);
+                        return;
+                    }
                     Err(_) => WcStatus::LocProtErr,
                 }
             }
@@ -939,10 +962,20 @@ impl<const R: usize> Responder<R> {
 fn access_fault(e: AccessError) -> Fault {
     match e {
         AccessError::Misaligned => Fault::Invalid,
+        AccessError::NotPresent => Fault::Rnr,
         AccessError::InvalidKey
         | AccessError::AccessDenied
         | AccessError::OutOfRange
         | AccessError::TooShort => Fault::Access,
+    }
+}
+
+/// Returns [`Fault::Rnr`] for a page not present, `fault` for every other memory error.
+fn or_rnr(e: AccessError, fault: Fault) -> Fault {
+    if e == AccessError::NotPresent {
+        Fault::Rnr
+    } else {
+        fault
     }
 }
 
