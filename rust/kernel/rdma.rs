@@ -152,8 +152,7 @@ pub mod trace;
 pub mod ucontext;
 pub mod udata;
 pub mod umem;
-// Only with CONFIG_INFINIBAND_ON_DEMAND_PAGING, which the test kernel turns on with the
-// driver's ODP (Documentation/infiniband/rxe_rust-odp-plan.rst): not compiled yet.
+// Only with CONFIG_INFINIBAND_ON_DEMAND_PAGING (Documentation/infiniband/rxe_rust-odp-plan.rst).
 #[cfg(CONFIG_INFINIBAND_ON_DEMAND_PAGING)]
 pub mod umem_odp;
 pub mod virt_dma;

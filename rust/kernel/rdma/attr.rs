@@ -149,6 +149,39 @@ c_flags! {
     pub struct KernelCapFlags: u64 {
         /// User space may use the device without registering memory.
         const ALLOW_USER_UNREG = bindings::ib_kernel_cap_flags_IBK_ALLOW_USER_UNREG;
+        /// Memory may be registered for on-demand paging (`IB_ACCESS_ON_DEMAND`).
+        const ON_DEMAND_PAGING = bindings::ib_kernel_cap_flags_IBK_ON_DEMAND_PAGING;
+    }
+}
+
+c_flags! {
+    /// On-demand paging as a whole (`enum ib_odp_general_cap_bits`).
+    pub struct OdpGeneralCaps: u64 {
+        /// Explicit on-demand paging: a region over a given range.
+        const SUPPORT = bindings::ib_odp_general_cap_bits_IB_ODP_SUPPORT;
+    }
+}
+
+c_flags! {
+    /// What a transport may do with memory registered for on-demand paging
+    /// (`enum ib_odp_transport_cap_bits`).
+    pub struct OdpTransportCaps: u32 {
+        /// Send from it.
+        const SEND = bindings::ib_odp_transport_cap_bits_IB_ODP_SUPPORT_SEND;
+        /// Receive into it.
+        const RECV = bindings::ib_odp_transport_cap_bits_IB_ODP_SUPPORT_RECV;
+        /// Be the target of an RDMA WRITE.
+        const WRITE = bindings::ib_odp_transport_cap_bits_IB_ODP_SUPPORT_WRITE;
+        /// Be the source of an RDMA READ.
+        const READ = bindings::ib_odp_transport_cap_bits_IB_ODP_SUPPORT_READ;
+        /// Be the target of an atomic operation.
+        const ATOMIC = bindings::ib_odp_transport_cap_bits_IB_ODP_SUPPORT_ATOMIC;
+        /// Receive into it through a shared receive queue.
+        const SRQ_RECV = bindings::ib_odp_transport_cap_bits_IB_ODP_SUPPORT_SRQ_RECV;
+        /// Be flushed.
+        const FLUSH = bindings::ib_odp_transport_cap_bits_IB_ODP_SUPPORT_FLUSH;
+        /// Be the target of an atomic write.
+        const ATOMIC_WRITE = bindings::ib_odp_transport_cap_bits_IB_ODP_SUPPORT_ATOMIC_WRITE;
     }
 }
 
@@ -234,6 +267,22 @@ impl DeviceAttr {
     /// Sets the atomic capability.
     pub fn set_atomic_cap(&mut self, cap: AtomicCap) {
         self.0.atomic_cap = cap.raw();
+    }
+
+    /// Sets the on-demand paging capabilities: `general`, and what RC and UD queue pairs may
+    /// do with such memory (UC and XRC none).
+    pub fn set_odp_caps(
+        &mut self,
+        general: OdpGeneralCaps,
+        rc: OdpTransportCaps,
+        ud: OdpTransportCaps,
+    ) {
+        let caps = &mut self.0.odp_caps;
+        caps.general_caps = general.bits();
+        caps.per_transport_caps.rc_odp_caps = rc.bits();
+        caps.per_transport_caps.ud_odp_caps = ud.bits();
+        caps.per_transport_caps.uc_odp_caps = 0;
+        caps.per_transport_caps.xrc_odp_caps = 0;
     }
 }
 

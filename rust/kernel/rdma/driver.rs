@@ -380,6 +380,11 @@ impl<T: Driver> OpsTable<T> {
         } else {
             None
         },
+        advise_mr: if T::Mr::HAS_ADVISE {
+            Some(mr::advise_mr::<T>)
+        } else {
+            None
+        },
         dereg_mr: if T::Mr::HAS_REG_USER || T::Mr::HAS_GET_DMA || T::Mr::HAS_ALLOC {
             Some(mr::dereg_mr::<T>)
         } else {

@@ -13,7 +13,8 @@ use crate::{
         driver::Driver,
         pd::Pd,
         udata::UData,
-        virt_dma::VirtDma, //
+        virt_dma::VirtDma,
+        wr::Sge, //
     },
     types::Opaque, //
 };
@@ -79,6 +80,21 @@ c_enum! {
         Dma = bindings::ib_mr_type_IB_MR_TYPE_DMA,
         /// Signature integrity.
         Integrity = bindings::ib_mr_type_IB_MR_TYPE_INTEGRITY,
+    }
+}
+
+c_enum! {
+    /// What `ibv_advise_mr` asks of regions registered for on-demand paging
+    /// (`enum ib_uverbs_advise_mr_advice`).
+    pub enum Advice: u32 {
+        /// Fault the ranges in for reading.
+        Prefetch = bindings::ib_uverbs_advise_mr_advice_IB_UVERBS_ADVISE_MR_ADVICE_PREFETCH,
+        /// Fault the ranges in for writing.
+        PrefetchWrite =
+            bindings::ib_uverbs_advise_mr_advice_IB_UVERBS_ADVISE_MR_ADVICE_PREFETCH_WRITE,
+        /// Take note of the pages present, faulting none in.
+        PrefetchNoFault =
+            bindings::ib_uverbs_advise_mr_advice_IB_UVERBS_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT,
     }
 }
 
@@ -153,6 +169,13 @@ pub trait MrOps: Send + Sync + Sized {
     /// Checks that a region may be deregistered now (no window bound to it, say).
     fn dereg(_mr: &Mr<Self::Driver>) -> Result {
         Ok(())
+    }
+
+    /// Carries out `advice` on the ranges `sges` name, by local key, in regions of `pd`
+    /// (`ibv_advise_mr`); before returning if `flush` (`IB_UVERBS_ADVISE_MR_FLAG_FLUSH`),
+    /// otherwise when the driver chooses. Process context: may sleep.
+    fn advise(_pd: &Pd<Self::Driver>, _advice: Advice, _flush: bool, _sges: &[Sge]) -> Result {
+        build_error!(VTABLE_DEFAULT_ERROR)
     }
 }
 
@@ -356,6 +379,42 @@ pub(crate) unsafe extern "C" fn alloc_mr<T: Driver>(
     match T::Mr::alloc(pd, mr_type, max_num_sg, VirtDma::new()).and_then(Mr::<T>::alloc) {
         Ok(mr) => mr,
         Err(e) => e.to_ptr(),
+    }
+}
+
+/// The `advise_mr` op.
+///
+/// # Safety
+///
+/// `ibpd` is a live domain of driver `T` that the core holds for the call; `sg_list` points to
+/// `num_sge` entries, valid for the call (or `num_sge` is zero).
+pub(crate) unsafe extern "C" fn advise_mr<T: Driver>(
+    ibpd: *mut bindings::ib_pd,
+    advice: bindings::ib_uverbs_advise_mr_advice,
+    flags: u32,
+    sg_list: *mut bindings::ib_sge,
+    num_sge: u32,
+    _attrs: *mut bindings::uverbs_attr_bundle,
+) -> c_int {
+    let Some(advice) = Advice::from_raw(advice) else {
+        return EOPNOTSUPP.to_errno();
+    };
+    if flags & !bindings::ib_uverbs_advise_mr_flag_IB_UVERBS_ADVISE_MR_FLAG_FLUSH != 0 {
+        return EOPNOTSUPP.to_errno();
+    }
+    let sges: &[Sge] = if num_sge == 0 || sg_list.is_null() {
+        &[]
+    } else {
+        // SAFETY: The caller guarantees `num_sge` valid entries; `Sge` is a transparent
+        // wrapper of `ib_sge`.
+        unsafe { core::slice::from_raw_parts(sg_list.cast::<Sge>(), num_sge as usize) }
+    };
+    // SAFETY: The caller guarantees the domain is live.
+    let pd = unsafe { Pd::<T>::from_raw(ibpd) };
+    let flush = flags & bindings::ib_uverbs_advise_mr_flag_IB_UVERBS_ADVISE_MR_FLAG_FLUSH != 0;
+    match T::Mr::advise(pd, advice, flush, sges) {
+        Ok(()) => 0,
+        Err(e) => e.to_errno(),
     }
 }
 

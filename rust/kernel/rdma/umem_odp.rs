@@ -13,6 +13,7 @@
 
 use crate::page::PAGE_SIZE;
 use crate::{
+    alloc::flags::__GFP_NOWARN,
     bindings,
     error::from_err_ptr,
     prelude::*,
@@ -118,12 +119,15 @@ unsafe extern "C" fn invalidate(
     unsafe {
         bindings::mutex_lock(&raw mut (*odp).umem_mutex);
         bindings::mmu_interval_set_seq(mni, cur_seq);
-        clear(odp, (*range).start as usize, (*range).end as usize);
+        clear(odp, (*range).start, (*range).end);
         bindings::ib_umem_odp_unmap_dma_pages(odp, (*range).start as u64, (*range).end as u64);
         bindings::mutex_unlock(&raw mut (*odp).umem_mutex);
     }
     true
 }
+
+/// Entries [`OdpUmem::fault`] records per hold of the shadow's lock.
+const FAULT_BATCH: usize = 256;
 
 /// Pages marked dirty per batch by [`clear`], outside the shadow's lock.
 const DIRTY_BATCH: usize = 32;
@@ -147,7 +151,7 @@ unsafe fn clear(odp: *mut bindings::ib_umem_odp, from: usize, to: usize) {
     // SAFETY: `odp` is valid; the interval is fixed at creation (`last` is inclusive).
     let (start, end) = unsafe {
         let t = &(*odp).notifier.interval_tree;
-        (t.start as usize, t.last as usize + 1)
+        (t.start, t.last + 1)
     };
     let from = from.max(start);
     let to = to.min(end);
@@ -219,8 +223,10 @@ impl OdpUmem {
             .max(1);
         // Allocated before the umem: nothing allocates under `umem_mutex`, which the notifier
         // takes in reclaim.
-        let mut entries = KVVec::with_capacity(npages, GFP_KERNEL)?;
-        entries.resize(npages, 0, GFP_KERNEL)?;
+        // No warning for a size user space chose: the core's own table of the range is
+        // allocated so too.
+        let mut entries = KVVec::with_capacity(npages, GFP_KERNEL | __GFP_NOWARN)?;
+        entries.resize(npages, 0, GFP_KERNEL | __GFP_NOWARN)?;
         let shadow = KBox::pin_init(
             try_pin_init!(Shadow {
                 pages <- crate::new_spinlock_irq!(entries),
@@ -313,9 +319,14 @@ impl OdpUmem {
         let from = (va - self.start) / PAGE_SIZE;
         let to = (va + len - self.start).div_ceil(PAGE_SIZE);
         let mut missing = false;
-        {
+        let mut next = from;
+        while next < to {
+            // In batches: the lock keeps interrupts off, and a range may have millions of
+            // pages. Nothing else changes the entries meanwhile: `umem_mutex` is held.
+            let batch = next..to.min(next.saturating_add(FAULT_BATCH));
+            next = batch.end;
             let mut pages = self.shadow.pages.lock();
-            for i in from..to {
+            for i in batch {
                 // SAFETY: `umem_mutex` is held and no invalidation ran since the fault's
                 // sequence (the core checked it): the pfn list, one entry per page, holds
                 // what the fault found; a valid entry names a mapped page.
@@ -351,6 +362,29 @@ impl OdpUmem {
             return Err(EFAULT);
         }
         Ok(())
+    }
+
+    /// Returns whether every page of bytes `offset..offset + len` of the range is present,
+    /// and writable if `write`: a copy of them now would find them. Does not sleep.
+    ///
+    /// A page may go right after this returns: the copy itself still checks.
+    pub fn is_present(&self, offset: usize, len: usize, write: bool) -> bool {
+        let Some(end) = offset.checked_add(len) else {
+            return false;
+        };
+        if end > self.len {
+            return false;
+        }
+        if len == 0 {
+            return true;
+        }
+        let from = (self.first + offset) / PAGE_SIZE;
+        let to = (self.first + end).div_ceil(PAGE_SIZE);
+        let pages = self.shadow.pages.lock();
+        pages.get(from..to).is_some_and(|span| {
+            span.iter()
+                .all(|&e| e != 0 && (!write || e & WRITABLE != 0))
+        })
     }
 
     /// Copies `dst.len()` bytes from byte `offset` of the range into `dst`, if their pages
