@@ -32,8 +32,12 @@
 
 use crate::{
     ah::AhTable,
-    mr::MrTable,
+    mr::{
+        MrShared,
+        MrTable, //
+    },
     mw::MwTable,
+    odp::FaultRequest,
     qp::{
         QpShared,
         QpTable, //
@@ -191,6 +195,22 @@ pub(crate) struct Inbox {
     /// Doorbells waiting for the run in softirq: the requests it holds back go from them, so
     /// it schedules no work item for those.
     doorbells_waiting: u32,
+    /// A range a run found not present, for the fault work ([`crate::odp`]).
+    pub(crate) fault: Option<FaultRequest>,
+    /// A range whose fault failed: the next access to it fails ([`crate::odp`]).
+    pub(crate) fault_failed: Option<FaultRequest>,
+}
+
+impl Inbox {
+    /// Returns whether the queue pair is being destroyed.
+    pub(crate) fn is_dying(&self) -> bool {
+        self.dying
+    }
+
+    /// Notes work for a run that sends.
+    pub(crate) fn kick(&mut self) {
+        self.kicked = true;
+    }
 }
 
 /// What a queue pair's runs share with the rest of the device.
@@ -245,6 +265,11 @@ impl Engine {
     /// number, which comes round again, it names one queue pair for good.
     pub(crate) fn next_qp_serial(&self) -> u64 {
         self.qp_serials.fetch_add(1, Relaxed) + 1
+    }
+
+    /// Returns the memory region whose key is `key`, if it is registered (process context).
+    pub(crate) fn region(&self, key: u32) -> Option<Arc<MrShared>> {
+        self.mrs.get(key >> 8).filter(|mr| mr.key() == key)
     }
 
     /// Nanoseconds since the engine was made, in whole jiffies: the transports' clock.
@@ -1249,8 +1274,16 @@ impl QpShared {
             // A doorbell's note is not for a run in softirq: the doorbell runs the queue pair
             // itself, or waits for this run to end ([`QpShared::kick`]).
             let kicked = inbox.kicked && ctx != Context::Softirq;
-            !inbox.packets.is_empty() || kicked || inbox.due
+            (
+                !inbox.packets.is_empty() || kicked || inbox.due,
+                // Not once `stop` has flushed the fault work.
+                inbox.fault.is_some() && !inbox.dying,
+            )
         };
+        let (waiting, fault) = waiting;
+        if fault {
+            Self::queue_fault(self);
+        }
         drop_unallocated(end.batch);
         end.more || waiting
     }
@@ -1272,10 +1305,17 @@ impl QpShared {
     ///
     /// The transport must be gone already (`None`): only a run with a transport sets the timer.
     pub(crate) fn stop(&self) {
-        self.inbox.lock().dying = true;
+        {
+            let mut inbox = self.inbox.lock();
+            inbox.dying = true;
+            inbox.fault = None;
+            inbox.fault_failed = None;
+        }
         // A pending timer runs now and schedules nothing.
         self.timer.flush();
         self.run.flush();
+        // After the run: no run queues it any more.
+        self.fault_work.flush();
         let packets = core::mem::take(&mut self.inbox.lock().packets);
         for pkt in packets {
             self.dropped(DropReason::Purge, pkt);
@@ -1285,6 +1325,12 @@ impl QpShared {
     /// Drops the transport `old`, taken from this queue pair (reset or destroy), and the packets
     /// it held, counted as purged.
     pub(crate) fn retire_transport(&self, old: Option<KBox<Transport>>) {
+        // What the connection's accesses left for the fault work is not the next one's.
+        {
+            let mut inbox = self.inbox.lock();
+            inbox.fault = None;
+            inbox.fault_failed = None;
+        }
         let Some(mut t) = old else {
             return;
         };

@@ -37,6 +37,7 @@ use kernel::{
     rdma::{
         mr::{
             AccessFlags,
+            Advice,
             Mr,
             MrOps,
             MrType,
@@ -46,7 +47,8 @@ use kernel::{
         pd::Pd,
         udata::UData,
         umem::Umem,
-        virt_dma::VirtDma, //
+        virt_dma::VirtDma,
+        wr::Sge, //
     },
     sync::{
         Arc,
@@ -55,10 +57,14 @@ use kernel::{
     xarray::RcuXArray,
 };
 
-/// Checks requested access rights (`RXE_ACCESS_SUPPORTED_MR`, no on-demand paging).
+#[cfg(CONFIG_INFINIBAND_ON_DEMAND_PAGING)]
+use kernel::rdma::umem_odp::OdpUmem;
+
+/// Checks requested access rights (`RXE_ACCESS_SUPPORTED_MR`; on-demand paging only in a
+/// kernel built with it).
 fn check_access(access: AccessFlags) -> Result {
     if !access.difference(param::ACCESS_SUPPORTED_MR).is_empty()
-        || access.contains(AccessFlags::ON_DEMAND)
+        || (access.contains(AccessFlags::ON_DEMAND) && !param::ON_DEMAND_PAGING)
     {
         pr_debug!("unsupported access flags {:#x}\n", access.bits());
         return Err(EOPNOTSUPP);
@@ -129,6 +135,13 @@ impl MrShared {
                     dst,
                 )
                 .map_err(|_| AccessError::OutOfRange),
+            #[cfg(CONFIG_INFINIBAND_ON_DEMAND_PAGING)]
+            Memory::Odp { umem } => umem
+                .read(
+                    usize::try_from(off).map_err(|_| AccessError::OutOfRange)?,
+                    dst,
+                )
+                .map_err(odp_error),
             // The region starts at address 0: the offset is the virtual DMA address.
             Memory::Dma(dma) => dma.read(off, dst).map_err(|_| AccessError::OutOfRange),
             Memory::Fast { pages, dma } => {
@@ -151,6 +164,13 @@ impl MrShared {
                     src,
                 )
                 .map_err(|_| AccessError::OutOfRange),
+            #[cfg(CONFIG_INFINIBAND_ON_DEMAND_PAGING)]
+            Memory::Odp { umem } => umem
+                .write(
+                    usize::try_from(off).map_err(|_| AccessError::OutOfRange)?,
+                    src,
+                )
+                .map_err(odp_error),
             Memory::Dma(dma) => dma.write(off, src).map_err(|_| AccessError::OutOfRange),
             Memory::Fast { pages, dma } => {
                 pages
@@ -159,6 +179,51 @@ impl MrShared {
                         let s = src.get(r).ok_or(AccessError::TooShort)?;
                         dma.write(addr, s).map_err(|_| AccessError::OutOfRange)
                     })
+            }
+        }
+    }
+
+    /// Returns whether `len` bytes at byte `off` of the region (checked by
+    /// [`MrShared::check`]) are present now, and writable if `write`: always, but for pages
+    /// registered for on-demand paging.
+    pub(crate) fn is_present(&self, off: u64, len: usize, write: bool) -> bool {
+        match &self.memory {
+            #[cfg(CONFIG_INFINIBAND_ON_DEMAND_PAGING)]
+            Memory::Odp { umem } => {
+                usize::try_from(off).is_ok_and(|off| umem.is_present(off, len, write))
+            }
+            _ => {
+                let _ = (off, len, write);
+                true
+            }
+        }
+    }
+
+    /// Returns the key (L_Key = R_Key).
+    pub(crate) fn key(&self) -> u32 {
+        self.key.load(Relaxed)
+    }
+
+    /// Returns the length in bytes.
+    pub(crate) fn length(&self) -> u64 {
+        self.length.load(Relaxed)
+    }
+
+    /// Makes `len` bytes at byte `off` of the region present, for writing if `write` (only
+    /// taking note of the pages present with `snapshot`); nothing to do but for on-demand
+    /// paging. Process context: sleeps.
+    pub(crate) fn fault(&self, off: u64, len: usize, write: bool, snapshot: bool) -> Result {
+        match &self.memory {
+            #[cfg(CONFIG_INFINIBAND_ON_DEMAND_PAGING)]
+            Memory::Odp { umem } => umem.fault(
+                usize::try_from(off).map_err(|_| EINVAL)?,
+                len,
+                write,
+                snapshot,
+            ),
+            _ => {
+                let _ = (off, len, write, snapshot);
+                Ok(())
             }
         }
     }
@@ -333,6 +398,10 @@ impl PageList {
 enum Memory {
     /// Pinned user pages (unpinned when dropped).
     User { umem: Umem },
+    /// User pages registered for on-demand paging: the process keeps them, and the region
+    /// reaches those present ([`crate::odp`]).
+    #[cfg(CONFIG_INFINIBAND_ON_DEMAND_PAGING)]
+    Odp { umem: OdpUmem },
     /// All of kernel memory, addressed by virtual DMA address (`get_dma_mr`).
     Dma(VirtDma),
     /// Pages a kernel consumer maps with `map_mr_sg` (`alloc_mr`), reached by virtual DMA
@@ -341,6 +410,47 @@ enum Memory {
         pages: Pin<KBox<SpinLockIrq<PageList>>>,
         dma: VirtDma,
     },
+}
+
+impl Memory {
+    /// Returns whether the memory is registered for on-demand paging.
+    fn is_on_demand(&self) -> bool {
+        #[cfg(CONFIG_INFINIBAND_ON_DEMAND_PAGING)]
+        if let Self::Odp { .. } = self {
+            return true;
+        }
+        false
+    }
+
+    /// Returns whether the process registered on-demand-paging memory for writing.
+    fn is_writable(&self) -> bool {
+        #[cfg(CONFIG_INFINIBAND_ON_DEMAND_PAGING)]
+        if let Self::Odp { umem } = self {
+            return umem.is_writable();
+        }
+        false
+    }
+
+    /// Returns whether the memory is a process's, released when `ib_dereg_mr` returns.
+    fn is_user(&self) -> bool {
+        match self {
+            Self::User { .. } => true,
+            #[cfg(CONFIG_INFINIBAND_ON_DEMAND_PAGING)]
+            Self::Odp { .. } => true,
+            Self::Dma(_) | Self::Fast { .. } => false,
+        }
+    }
+}
+
+/// Maps what an on-demand-paging copy failed with: a page not present (`EAGAIN`) is faulted
+/// in and the copy asked again; anything else is outside the region.
+#[cfg(CONFIG_INFINIBAND_ON_DEMAND_PAGING)]
+fn odp_error(e: Error) -> AccessError {
+    if e == EAGAIN {
+        AccessError::NotPresent
+    } else {
+        AccessError::OutOfRange
+    }
 }
 
 /// A memory region.
@@ -394,7 +504,7 @@ fn register(pd: &Pd<Rxe>, shared: MrShared) -> Result<NewMr<RxeMr>> {
     // readers are gone, as the C driver's `kfree_rcu`: deregistering it then costs no grace
     // period (nvme-rdma deregisters a pool of them per queue at disconnect). User pages stay
     // pinned until `ib_dereg_mr` returns, as user space expects.
-    if !matches!(shared.memory, Memory::User { .. }) {
+    if !shared.memory.is_user() {
         index.release_later();
     }
     let mut b = [0u8; 1];
@@ -429,9 +539,18 @@ impl MrOps for RxeMr {
     ) -> Result<NewMr<Self>> {
         udata.check_in_empty()?;
         check_access(access)?;
+        let pd_id = pd.as_raw() as usize;
+        #[cfg(CONFIG_INFINIBAND_ON_DEMAND_PAGING)]
+        if access.contains(AccessFlags::ON_DEMAND) {
+            // Pins nothing: notes the pages present, faults none in.
+            let umem = OdpUmem::get(pd.device(), udata, start, len, access)?;
+            return register(
+                pd,
+                MrShared::new(access, pd_id, iova, len, Memory::Odp { umem }),
+            );
+        }
         // Pins the pages: fails with EFAULT for memory the process has not mapped.
         let umem = Umem::get(pd.device(), udata, start, len, access)?;
-        let pd_id = pd.as_raw() as usize;
         register(
             pd,
             MrShared::new(access, pd_id, iova, len, Memory::User { umem }),
@@ -473,6 +592,57 @@ impl MrOps for RxeMr {
             .map_err(|_| EINVAL)
     }
 
+    /// Prefetches ranges of regions registered for on-demand paging (`ibv_advise_mr`), as
+    /// the C driver: each local key must name a region of `pd` with local write access
+    /// (`EINVAL`), registered for on-demand paging (`EINVAL`; the C driver does not check),
+    /// writable for [`Advice::PrefetchWrite`] (`EPERM`), over the range (`EFAULT`).
+    ///
+    /// Always carried out before returning: a prefetch the caller does not wait for may be
+    /// done at once. Only the caller that waits (`flush`) learns whether a fault failed, as
+    /// with the C driver's work item.
+    fn advise(pd: &Pd<Rxe>, advice: Advice, flush: bool, sges: &[Sge]) -> Result {
+        if !param::ON_DEMAND_PAGING {
+            return Err(EOPNOTSUPP);
+        }
+        let dev = pd.device();
+        let pd_id = pd.as_raw() as usize;
+        let write = advice == Advice::PrefetchWrite;
+        let snapshot = advice == Advice::PrefetchNoFault;
+        // Every key is checked before any fault, so that a bad list faults nothing.
+        let mut regions = KVec::with_capacity(sges.len(), GFP_KERNEL)?;
+        for sge in sges {
+            let mr = dev.mr_table.get(sge.lkey() >> 8).ok_or(EINVAL)?;
+            let off = match mr.check(
+                sge.lkey(),
+                pd_id,
+                sge.addr(),
+                sge.length() as usize,
+                Access::LOCAL_WRITE,
+            ) {
+                Ok(off) => off,
+                Err(AccessError::OutOfRange) => return Err(EFAULT),
+                Err(_) => return Err(EINVAL),
+            };
+            if !mr.memory.is_on_demand() {
+                return Err(EINVAL);
+            }
+            if write && !mr.memory.is_writable() {
+                return Err(EPERM);
+            }
+            regions.push((mr, off, sge.length() as usize), GFP_KERNEL)?;
+        }
+        for (mr, off, len) in &regions {
+            if *len == 0 {
+                continue;
+            }
+            let r = mr.fault(*off, *len, write, snapshot);
+            if flush {
+                r?;
+            }
+        }
+        Ok(())
+    }
+
     fn map_sg_start(mr: &Mr<Rxe>) -> Result {
         mr.map_start(mr.page_size())
     }
@@ -492,8 +662,21 @@ impl MrOps for RxeMr {
         {
             return Err(EOPNOTSUPP);
         }
-        if let Memory::User { umem } = &mr.shared.memory {
-            umem.check_rereg(flags, access)?;
+        match &mr.shared.memory {
+            Memory::User { umem } => umem.check_rereg(flags, access)?,
+            #[cfg(CONFIG_INFINIBAND_ON_DEMAND_PAGING)]
+            Memory::Odp { umem } => {
+                let writes = AccessFlags::LOCAL_WRITE
+                    | AccessFlags::REMOTE_WRITE
+                    | AccessFlags::REMOTE_ATOMIC;
+                if flags.contains(ReregFlags::ACCESS)
+                    && access.intersects(writes)
+                    && !umem.is_writable()
+                {
+                    return Err(EACCES);
+                }
+            }
+            Memory::Dma(_) | Memory::Fast { .. } => {}
         }
         let new_access = flags.contains(ReregFlags::ACCESS);
         if new_access {

@@ -8,6 +8,7 @@ use kernel::{
     rdma::{
         attr::{
             DeviceCapFlags,
+            OdpTransportCaps,
             PortCapFlags, //
         },
         mr::AccessFlags,
@@ -115,6 +116,25 @@ pub(crate) const ACCESS_SUPPORTED_MR: AccessFlags = ACCESS_REMOTE
     .union(AccessFlags::FLUSH_GLOBAL)
     .union(AccessFlags::FLUSH_PERSISTENT)
     .union(AccessFlags::OPTIONAL);
+
+/// Whether memory may be registered for on-demand paging: only in a kernel built with it, as
+/// the C driver.
+pub(crate) const ON_DEMAND_PAGING: bool = cfg!(CONFIG_INFINIBAND_ON_DEMAND_PAGING);
+
+/// What RC queue pairs may do with on-demand-paging memory, as the C driver (`rxe_init_device_param`).
+pub(crate) const ODP_RC_CAPS: OdpTransportCaps = OdpTransportCaps::SEND
+    .union(OdpTransportCaps::RECV)
+    .union(OdpTransportCaps::WRITE)
+    .union(OdpTransportCaps::READ)
+    .union(OdpTransportCaps::ATOMIC)
+    .union(OdpTransportCaps::SRQ_RECV)
+    .union(OdpTransportCaps::FLUSH)
+    .union(OdpTransportCaps::ATOMIC_WRITE);
+
+/// What UD queue pairs may do with on-demand-paging memory, as the C driver.
+pub(crate) const ODP_UD_CAPS: OdpTransportCaps = OdpTransportCaps::SEND
+    .union(OdpTransportCaps::RECV)
+    .union(OdpTransportCaps::SRQ_RECV);
 
 /// Access flags a queue pair may have (`RXE_ACCESS_SUPPORTED_QP`).
 pub(crate) const ACCESS_SUPPORTED_QP: AccessFlags = ACCESS_SUPPORTED_MR;

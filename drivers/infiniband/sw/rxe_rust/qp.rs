@@ -20,6 +20,7 @@ use crate::{
         IndexTable, //
     },
     mcast,
+    odp::FAULT,
     param,
     queue::{
         Consumer,
@@ -220,6 +221,9 @@ pub(crate) struct QpShared {
     /// ([`QpShared::work_queue`]).
     #[pin]
     pub(crate) run: Work<QpShared, RUN>,
+    /// Faults in what a run found not present ([`crate::odp`]), in process context.
+    #[pin]
+    pub(crate) fault_work: Work<QpShared, FAULT>,
     /// What waits for the run.
     #[pin]
     pub(crate) inbox: SpinLockIrq<Inbox>,
@@ -233,6 +237,10 @@ impl_has_delayed_work! {
 
 impl_has_work! {
     impl HasWork<Self, RUN> for QpShared { self.run }
+}
+
+impl_has_work! {
+    impl HasWork<Self, FAULT> for QpShared { self.fault_work }
 }
 
 impl WorkItem for QpShared {
@@ -998,6 +1006,7 @@ impl RxeQp {
                 transport <- new_spinlock!(None),
                 timer <- new_delayed_work!("rdma_rxe_rust::QpShared::timer"),
                 run <- new_work!("rdma_rxe_rust::QpShared::run"),
+                fault_work <- new_work!("rdma_rxe_rust::QpShared::fault_work"),
                 inbox <- new_spinlock_irq!(Inbox::default()),
                 engine: dev.engine.clone(),
             }),

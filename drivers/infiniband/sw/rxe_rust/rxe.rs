@@ -36,6 +36,7 @@ mod mcast;
 mod mr;
 mod mw;
 mod net;
+mod odp;
 mod param;
 mod pd;
 mod pma;

@@ -20,7 +20,7 @@ use crate::{
         is_window_key,
         MwTable, //
     },
-    param,
+    odp, param,
     qp::{
         QpShared,
         MAX_SEND_WQE, //
@@ -690,7 +690,7 @@ impl Mem<'_> {
     fn read(&self, key: u32, va: u64, dst: &mut [u8], need: Access) -> Result<(), AccessError> {
         self.with_region(key, |mr| {
             let off = mr.check(key, self.env.shared.pd, va, dst.len(), need)?;
-            mr.read(off, dst)
+            self.read_at(mr, off, dst)
         })
     }
 
@@ -698,8 +698,48 @@ impl Mem<'_> {
     fn write(&self, key: u32, va: u64, src: &[u8], need: Access) -> Result<(), AccessError> {
         self.with_region(key, |mr| {
             let off = mr.check(key, self.env.shared.pd, va, src.len(), need)?;
-            mr.write(off, src)
+            self.write_at(mr, off, src)
         })
+    }
+
+    /// Reads `dst.len()` bytes at byte `off` of `mr` (checked), noting a page not present
+    /// for the fault work.
+    fn read_at(&self, mr: &MrShared, off: u64, dst: &mut [u8]) -> Result<(), AccessError> {
+        match mr.read(off, dst) {
+            Err(AccessError::NotPresent) => {
+                Err(odp::note(self.env.shared, mr, off, dst.len(), false))
+            }
+            r => r,
+        }
+    }
+
+    /// Writes `src` at byte `off` of `mr` (checked), noting a page not present for the
+    /// fault work.
+    fn write_at(&self, mr: &MrShared, off: u64, src: &[u8]) -> Result<(), AccessError> {
+        match mr.write(off, src) {
+            Err(AccessError::NotPresent) => {
+                Err(odp::note(self.env.shared, mr, off, src.len(), true))
+            }
+            r => r,
+        }
+    }
+
+    /// Checks that the first bytes of a request's `len` at byte `off` of `mr` are present,
+    /// and writable if `write`, noting them for the fault work if not: a request is refused
+    /// before it starts rather than at its first packet (the rest, met later, is refused
+    /// there).
+    fn check_present(
+        &self,
+        mr: &MrShared,
+        off: u64,
+        len: usize,
+        write: bool,
+    ) -> Result<(), AccessError> {
+        if mr.is_present(off, odp::request_span(len), write) {
+            Ok(())
+        } else {
+            Err(odp::note_request(self.env.shared, mr, off, len, write))
+        }
     }
 }
 
@@ -727,6 +767,29 @@ impl Mem<'_> {
         };
         let bytes = scratch.bytes.get(..n).ok_or(AccessError::TooShort)?;
         decode_send_wqe(bytes, &self.limits).map_err(|_| AccessError::TooShort)
+    }
+
+    /// Calls `f` with the buffers the response of the READ or atomic in send queue `slot` is
+    /// placed in.
+    fn with_reply_sges<R>(
+        &self,
+        slot: u32,
+        f: impl FnOnce(&[Sge]) -> Result<R, AccessError>,
+    ) -> Result<R, AccessError> {
+        let mut buf = self
+            .scratch
+            .try_borrow_mut()
+            .map_err(|_| AccessError::TooShort)?;
+        if let Some(Some((s, sge))) = buf.reply_entry(slot).copied() {
+            if s == slot {
+                drop(buf);
+                return f(core::slice::from_ref(&sge));
+            }
+        }
+        match self.send_wqe(slot, &mut buf)?.data {
+            WqeData::Sges(sges) => f(sges),
+            WqeData::Inline(_) => Err(AccessError::AccessDenied),
+        }
     }
 
     /// Reads and checks the send WQE at `index` of the queue pair, if one was posted there.
@@ -784,22 +847,7 @@ impl MemoryAccess for Mem<'_> {
         };
         match wqe {
             // RDMA READ response data and the original value of an atomic.
-            WqeRef::Send(slot) => {
-                let mut buf = self
-                    .scratch
-                    .try_borrow_mut()
-                    .map_err(|_| AccessError::TooShort)?;
-                if let Some(Some((s, sge))) = buf.reply_entry(slot).copied() {
-                    if s == slot {
-                        drop(buf);
-                        return write(core::slice::from_ref(&sge));
-                    }
-                }
-                match self.send_wqe(slot, &mut buf)?.data {
-                    WqeData::Sges(sges) => write(sges),
-                    WqeData::Inline(_) => Err(AccessError::AccessDenied),
-                }
-            }
+            WqeRef::Send(slot) => self.with_reply_sges(slot, write),
             WqeRef::Recv(slot) => {
                 let taken = self
                     .taken
@@ -815,6 +863,24 @@ impl MemoryAccess for Mem<'_> {
         }
     }
 
+    fn check_local(&mut self, wqe: WqeRef, offset: u32, len: u32) -> Result<(), AccessError> {
+        let WqeRef::Send(slot) = wqe else {
+            return Ok(());
+        };
+        // As for a request's remote range, the first bytes only: the rest is met later.
+        let len = odp::request_span(len as usize);
+        self.with_reply_sges(slot, |sges| {
+            for_each_chunk(sges, offset, len, |sge, addr, r| {
+                let key = sge.lkey();
+                self.with_region(key, |mr| {
+                    let off =
+                        mr.check(key, self.env.shared.pd, addr, r.len(), Access::LOCAL_WRITE)?;
+                    self.check_present(mr, off, r.len(), true)
+                })
+            })
+        })
+    }
+
     fn check_remote(
         &mut self,
         rkey: u32,
@@ -822,18 +888,21 @@ impl MemoryAccess for Mem<'_> {
         len: u32,
         access: Access,
     ) -> Result<(), AccessError> {
-        self.with_remote(rkey, va, len as usize, access, |_, _| Ok(()))
+        let write = access.contains(Access::REMOTE_WRITE) || access.contains(Access::REMOTE_ATOMIC);
+        self.with_remote(rkey, va, len as usize, access, |mr, off| {
+            self.check_present(mr, off, len as usize, write)
+        })
     }
 
     fn read_remote(&mut self, rkey: u32, va: u64, dst: &mut [u8]) -> Result<(), AccessError> {
         self.with_remote(rkey, va, dst.len(), Access::REMOTE_READ, |mr, off| {
-            mr.read(off, dst)
+            self.read_at(mr, off, dst)
         })
     }
 
     fn write_remote(&mut self, rkey: u32, va: u64, src: &[u8]) -> Result<(), AccessError> {
         self.with_remote(rkey, va, src.len(), Access::REMOTE_WRITE, |mr, off| {
-            mr.write(off, src)
+            self.write_at(mr, off, src)
         })
     }
 
@@ -846,10 +915,13 @@ impl MemoryAccess for Mem<'_> {
         // come between the read and the write (writes and reads may, as on hardware).
         let _atomics = self.env.atomics.lock();
         self.with_remote(rkey, va, 8, need, |mr, off| {
+            // Eight aligned bytes lie in one page. Should it go between the read and the
+            // write, the write fails whole: nothing changed, and the request is retried.
+            self.check_present(mr, off, 8, true)?;
             let mut b = [0u8; 8];
-            mr.read(off, &mut b)?;
+            self.read_at(mr, off, &mut b)?;
             let orig = u64::from_ne_bytes(b);
-            mr.write(off, &op.apply(orig).to_ne_bytes())?;
+            self.write_at(mr, off, &op.apply(orig).to_ne_bytes())?;
             Ok(orig)
         })
     }
@@ -862,8 +934,9 @@ impl MemoryAccess for Mem<'_> {
         placement_type: u8,
     ) -> Result<(), AccessError> {
         let need = Access::for_flush(placement_type);
-        // Copies through the CPU are visible at once; nothing is cached on the way.
-        self.check_remote(rkey, va, len, need)
+        // Copies through the CPU are visible at once; nothing is cached on the way, and a
+        // page not present holds nothing the device wrote.
+        self.with_remote(rkey, va, len as usize, need, |_, _| Ok(()))
     }
 
     fn invalidate(&mut self, rkey: u32) -> Result<(), AccessError> {

@@ -34,6 +34,7 @@ use kernel::{
             DriverId,
             KernelCapFlags,
             LinkLayer,
+            OdpGeneralCaps,
             PortAttr,
             PortImmutable,
             PortModifyFlags,
@@ -110,7 +111,18 @@ impl Driver for Rxe {
         attr.max_qp = param::MAX_QP;
         attr.max_qp_wr = param::MAX_QP_WR;
         attr.set_device_cap_flags(param::DEVICE_CAP_FLAGS);
-        attr.set_kernel_cap_flags(KernelCapFlags::ALLOW_USER_UNREG);
+        if param::ON_DEMAND_PAGING {
+            attr.set_kernel_cap_flags(
+                KernelCapFlags::ALLOW_USER_UNREG | KernelCapFlags::ON_DEMAND_PAGING,
+            );
+            attr.set_odp_caps(
+                OdpGeneralCaps::SUPPORT,
+                param::ODP_RC_CAPS,
+                param::ODP_UD_CAPS,
+            );
+        } else {
+            attr.set_kernel_cap_flags(KernelCapFlags::ALLOW_USER_UNREG);
+        }
         attr.max_send_sge = param::MAX_SGE;
         attr.max_recv_sge = param::MAX_SGE;
         attr.max_sge_rd = param::MAX_SGE_RD;

@@ -98,12 +98,12 @@ class Pair:
                                         rcq=self.cq, cap=cap))
         self.gid = ctx.query_gid(1, GID_INDEX)
 
-    def connect(self, qp, dest_qpn, retry_cnt=7, rnr_retry=7, timeout=14):
+    def connect(self, qp, dest_qpn, retry_cnt=7, rnr_retry=7, timeout=14, access=ACCESS):
         attr = QPAttr()
         attr.qp_state = e.IBV_QPS_INIT
         attr.pkey_index = 0
         attr.port_num = 1
-        attr.qp_access_flags = ACCESS
+        attr.qp_access_flags = access
         attr.path_mtu = e.IBV_MTU_1024
         attr.dest_qp_num = dest_qpn
         attr.rq_psn = 0
