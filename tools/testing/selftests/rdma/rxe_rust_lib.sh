@@ -83,9 +83,56 @@ unload_all() {
 	return 0
 }
 
-# Succeeds if the RDMA device exists.
+# Succeeds if the RDMA device exists. A query that gets no answer in 20 s
+# (the core's device lock held by an unregistration that does not end) counts
+# as "exists" and prints the state of the teardown (teardown_state); the
+# query is left behind, not waited for: a task in uninterruptible sleep does
+# not die of timeout(1)'s signals. A polling loop must not hang on it for
+# good, as a 100-round netdev teardown of session 52 did; while that query
+# stays stuck, the next ones answer "exists" at once.
 rdma_dev_exists() {
-	rdma dev show "$1" >/dev/null 2>&1
+	local pid i
+	# While an earlier query is still stuck, so would this one be.
+	if [ -n "${RXE_STUCK_QUERY:-}" ]; then
+		kill -0 "$RXE_STUCK_QUERY" 2>/dev/null && return 0
+		RXE_STUCK_QUERY=
+	fi
+	rdma dev show "$1" >/dev/null 2>&1 &
+	pid=$!
+	for i in $(seq 200); do
+		kill -0 $pid 2>/dev/null || break
+		nap 0.1
+	done
+	if kill -0 $pid 2>/dev/null; then
+		RXE_STUCK_QUERY=$pid
+		echo "rdma dev show $1: no answer in 20 s" >&2
+		teardown_state >&2
+		return 0
+	fi
+	wait $pid
+}
+
+# Prints what tells a device teardown that does not end apart (no sysrq in
+# the debug kernel): the module's references (one per open uverbs file), the
+# devices still in sysfs, the processes with a uverbs file open, and every
+# task in uninterruptible sleep or whose kernel stack is in the RDMA core,
+# with its stack.
+teardown_state() {
+	local d p stack
+	echo "rdma_rxe_rust refcnt: $(cat /sys/module/rdma_rxe_rust/refcnt 2>/dev/null)"
+	echo "infiniband: $(ls /sys/class/infiniband 2>/dev/null | tr '\n' ' ')"
+	echo "infiniband_verbs: $(ls /sys/class/infiniband_verbs 2>/dev/null | tr '\n' ' ')"
+	for d in /proc/[0-9]*; do
+		p=${d#/proc/}
+		stack=$(cat "$d/stack" 2>/dev/null)
+		if ls -l "$d/fd" 2>/dev/null | grep -q /dev/infiniband ||
+			grep -q '^State:[[:space:]]*D' "$d/status" 2>/dev/null ||
+			printf '%s' "$stack" | grep -q 'ib_\|rdma\|uverbs\|rxe'; then
+			echo "task $p $(grep '^State:' "$d/status" 2>/dev/null | tr -s '\t ' ' '):" \
+				"$(tr '\0' ' ' <"$d/cmdline" 2>/dev/null)$(cat "$d/comm" 2>/dev/null | sed 's/^/ [/;s/$/]/')"
+			printf '%s\n' "$stack" | sed 's/^/    /'
+		fi
+	done
 }
 
 # Pauses for $1 seconds (a decimal fraction) without starting a program:

@@ -339,6 +339,7 @@ remove_under_traffic() {
 	if alive $rpid; then
 		echo "'$*' still running ${REMOVAL_TIMEOUT:-60} s after the programs were stopped:"
 		proc_state $rpid
+		teardown_state
 		WEDGED=1
 		return 1
 	fi
