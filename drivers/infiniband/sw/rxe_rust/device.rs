@@ -99,8 +99,6 @@ impl Drop for DevicesGone {
 /// until the device is removed or the netdevice unregistered, whichever comes first.
 #[pin_data]
 pub(crate) struct RxeDev {
-    /// The netdevice the port runs on.
-    pub(crate) ndev: ARef<NetDevice>,
     /// EUI-64 identity derived from the netdevice's MAC (node and port GUID).
     pub(crate) guid: [u8; 8],
     /// The system image GUID (network byte order value); starts as `guid`, and
@@ -214,11 +212,10 @@ impl RxeDev {
             mw_table.clone(),
             ah_table.clone(),
             counters.clone(),
-            ndev.clone(),
+            ndev,
             mac,
         )?;
         Ok(try_pin_init!(Self {
-            ndev,
             guid: eui,
             sys_image_guid: AtomicU64::new(guid_be(eui)),
             port_cap_flags: AtomicU32::new(param::PORT_CAP_FLAGS.bits()),

@@ -85,6 +85,7 @@ use kernel::{
         qp::attr::QpType as IbQpType,
         trace, //
     },
+    revocable::Revocable,
     sync::{
         aref::ARef,
         rcu,
@@ -221,8 +222,10 @@ pub(crate) struct Engine {
     mws: Arc<MwTable>,
     ahs: Arc<AhTable>,
     counters: Arc<Counters>,
-    /// The netdevice the device's packets leave through.
-    ndev: ARef<NetDevice>,
+    /// The netdevice the device's packets leave through, until it unregisters
+    /// ([`Engine::release_netdev`]).
+    #[pin]
+    ndev: Revocable<ARef<NetDevice>>,
     mac: [u8; 6],
     /// The 64-bit jiffies counter when the engine was made: the transports' clock starts there.
     origin: u64,
@@ -251,7 +254,7 @@ impl Engine {
                 mws,
                 ahs,
                 counters,
-                ndev,
+                ndev <- Revocable::new(ndev),
                 mac,
                 origin: jiffies_64(),
                 qp_serials: AtomicU64::new(0),
@@ -284,14 +287,28 @@ impl Engine {
             .saturating_mul(NSEC_PER_JIFFY)
     }
 
-    fn env<'a>(&'a self, qp: &'a QpShared) -> Env<'a> {
+    /// Drops the device's references on its netdevice, which is unregistering: it goes
+    /// without waiting for the device, whose packets to other hosts are then lost (counted
+    /// as failed sends). Waits for the runs that use it.
+    pub(crate) fn release_netdev(&self) {
+        self.ndev.revoke();
+    }
+
+    /// Runs `f` on the netdevice, if it has not unregistered (not sleeping).
+    pub(crate) fn with_netdev<R>(&self, f: impl FnOnce(&NetDevice) -> R) -> Option<R> {
+        self.ndev.try_access_with(|ndev| f(ndev))
+    }
+
+    /// Returns what a run of `qp` needs; under `rcu`, the netdevice stays while the run (which
+    /// holds the transport's spinlock and does not sleep) uses it.
+    fn env<'a>(&'a self, qp: &'a QpShared, rcu: &'a rcu::Guard) -> Env<'a> {
         Env {
             shared: qp,
             mrs: &self.mrs,
             mws: &self.mws,
             ahs: &self.ahs,
             counters: &self.counters,
-            ndev: &self.ndev,
+            ndev: self.ndev.try_access_with_guard(rcu).map(|ndev| &**ndev),
             own_mac: self.mac,
             atomics: &self.atomics,
             now: self.now(),
@@ -369,7 +386,8 @@ impl Engine {
         let Some(t) = (*guard).as_mut() else {
             return;
         };
-        let env = self.env(qp);
+        let rcu = rcu::read_lock();
+        let env = self.env(qp, &rcu);
         let (mut tx, mut out) = (KVec::new(), KVec::new());
         with_io(t, &env, &mut tx, &mut out, |roce, _mem, io| roce.fail(io));
         qp.note_psns(Some(t));
@@ -423,7 +441,8 @@ impl Engine {
                 continue;
             }
             t.timers[i] = None;
-            let env = self.env(qp);
+            let rcu = rcu::read_lock();
+            let env = self.env(qp, &rcu);
             failed |= with_io(t, &env, tx, out, |roce, mem, io| {
                 roce.on_timer(id, mem, io);
                 roce.state() == TransportState::Error
@@ -446,7 +465,8 @@ impl Engine {
         if !qp.can_send() && !draining {
             return SendRun::default();
         }
-        let env = self.env(qp);
+        let rcu = rcu::read_lock();
+        let env = self.env(qp, &rcu);
         let mut next = t.sq_read;
         // A run in softirq takes no new WQE: their doorbell runs the queue pair in process
         // context ([`QpShared::kick`]); taken and held here, they would wake the work item for
@@ -558,7 +578,8 @@ impl Engine {
         out: &mut KVec<Packet>,
         f: impl FnOnce(&mut Roce, &mut Mem<'_>, &mut Io<'_>),
     ) -> bool {
-        let env = self.env(qp);
+        let rcu = rcu::read_lock();
+        let env = self.env(qp, &rcu);
         let budget = Some(SEND_BUDGET);
         let (failed, _) = with_io_budget(t, &env, tx, out, budget, None, |roce, mem, io| {
             f(roce, mem, io);
@@ -595,7 +616,8 @@ impl Engine {
             psn: pkt.psn().get(),
             len: bytes.len() as u32,
         });
-        let env = self.env(qp);
+        let rcu = rcu::read_lock();
+        let env = self.env(qp, &rcu);
         let budget = Some(SEND_BUDGET);
         with_io_budget(t, &env, tx, out, budget, grh, |roce, mem, io| {
             roce.receive(pkt, mem, io);

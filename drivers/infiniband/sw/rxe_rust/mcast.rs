@@ -158,7 +158,9 @@ pub(crate) fn attach(dev: &RxeDev, qp: &RxeQp, mgid: &[u8; 16]) -> Result {
     if is_new {
         reserve_group(dev)?;
         // A new group: its address goes into the netdevice's filter first.
-        dev.ndev.mc_add(&mac)?;
+        dev.engine
+            .with_netdev(|ndev| ndev.mc_add(&mac))
+            .unwrap_or(Err(ENODEV))?;
     }
     let mut t = dev.mcast.lock();
     let added = if is_new {
@@ -187,7 +189,7 @@ pub(crate) fn attach(dev: &RxeDev, qp: &RxeQp, mgid: &[u8; 16]) -> Result {
     drop(t);
     // Not reached while the control lock keeps the table as checked above.
     if is_new {
-        let _ = dev.ndev.mc_del(&mac);
+        let _ = dev.engine.with_netdev(|ndev| ndev.mc_del(&mac));
     }
     Err(ENOMEM)
 }
@@ -219,7 +221,11 @@ pub(crate) fn detach(dev: &RxeDev, qp: &RxeQp, mgid: &[u8; 16]) -> Result {
     };
     if emptied {
         // The group is gone whatever the netdevice says.
-        if let Err(e) = dev.ndev.mc_del(&mgid_to_mac(mgid)) {
+        // A netdevice that unregistered took its filter along.
+        if let Some(Err(e)) = dev
+            .engine
+            .with_netdev(|ndev| ndev.mc_del(&mgid_to_mac(mgid)))
+        {
             pr_warn!("multicast address removal failed: {:?}\n", e);
         }
     }

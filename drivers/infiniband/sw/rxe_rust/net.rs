@@ -144,6 +144,10 @@ impl NetdevNotify for RxeNetdevEvents {
                 if let Some(rxe) = rxe_by_netdev(ndev) {
                     // The namespace may go right after this: close our sockets in it now.
                     rxe.release_sockets();
+                    // Nor does the netdevice wait for the device's unregistration (which waits
+                    // for user space to close the device) on the driver's references: the
+                    // core's port reference is the only one left, as with the C driver.
+                    rxe.engine.release_netdev();
                     rxe.unregister_queued();
                 }
             }

@@ -839,7 +839,12 @@ impl QpOps for RxeQp {
 
     fn modify(qp: &Qp<Rxe>, attr: &QpAttr<'_>, _udata: &mut UData<'_, Rxe>) -> Result {
         let dev = qp.device();
-        let port_mtu = ib_mtu_for_netdev_mtu(dev.ndev.mtu());
+        // A netdevice that unregistered sends nothing any more: the smallest MTU will do for
+        // what is left (a modify to the error state, as a kernel consumer's drain makes).
+        let port_mtu = dev
+            .engine
+            .with_netdev(|ndev| ib_mtu_for_netdev_mtu(ndev.mtu()))
+            .unwrap_or(IbMtu::Mtu256);
         qp.modify(attr, &dev.engine, port_mtu)
     }
 

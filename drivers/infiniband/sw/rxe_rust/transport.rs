@@ -489,8 +489,8 @@ pub(crate) struct Env<'a> {
     pub(crate) ahs: &'a AhTable,
     /// The device's counters.
     pub(crate) counters: &'a Counters,
-    /// The netdevice packets to other hosts leave through.
-    pub(crate) ndev: &'a NetDevice,
+    /// The netdevice packets to other hosts leave through; `None` once it unregistered.
+    pub(crate) ndev: Option<&'a NetDevice>,
     /// The netdevice's MAC: a destination with it is this device (loopback).
     pub(crate) own_mac: [u8; 6],
     /// Serialises atomic operations across the device's queue pairs.
@@ -1057,12 +1057,16 @@ impl Output for Io<'_> {
         // building that copy in place instead (zeroed first, as the skb is) was no faster on
         // loopback (rxe_rust-datapath.rst).
         if self.path_now.is_some_and(|p| p.dmac != self.env.own_mac) {
-            match tx::alloc(self.env.ndev, len) {
+            match self
+                .env
+                .ndev
+                .map_or(Err(ENODEV), |ndev| tx::alloc(ndev, len))
+            {
                 Ok(skb) => return Some(self.skb.insert(skb).data_mut()),
-                // No buffer: the packet is built in the transmit buffer and discarded, lost
-                // as on a congested link but counted, as a failed send is (the requester of a
-                // reliable connection retries). Refusing the buffer instead would stop the
-                // requester with nothing to wake it.
+                // No buffer (or no netdevice any more): the packet is built in the transmit
+                // buffer and discarded, lost as on a congested link but counted, as a failed
+                // send is (the requester of a reliable connection retries). Refusing the
+                // buffer instead would stop the requester with nothing to wake it.
                 Err(_) => {
                     self.env.counters.inc(Counter::SendErr);
                     self.discard = true;
@@ -1114,7 +1118,10 @@ impl Output for Io<'_> {
             let fields = xmit_fields(self.env.shared, skb.data());
             let lqpn = self.env.shared.number();
             let sent = skb.len() as usize == len
-                && tx::send(self.env.ndev, self.route, &path, lqpn, skb).is_ok();
+                && self
+                    .env
+                    .ndev
+                    .is_some_and(|ndev| tx::send(ndev, self.route, &path, lqpn, skb).is_ok());
             if sent {
                 self.env.counters.add(Counter::SentBytes, len as u64);
                 if let Some(f) = &fields {

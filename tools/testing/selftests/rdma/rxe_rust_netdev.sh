@@ -14,6 +14,8 @@ cleanup() {
 	rdma link del rxn0 2>/dev/null
 	ip link del pn0 2>/dev/null
 	ip netns del rxe_n 2>/dev/null
+	ip link del rfc0 2>/dev/null
+	ip link del rfr0 2>/dev/null
 	unload_all
 }
 trap cleanup EXIT
@@ -22,8 +24,61 @@ port_state() {
 	rdma link show "$1/1" | grep -q "state $2"
 }
 
+# Prints the usage count of netdevice $2 while it is deleted and waits for
+# device $3 of driver $1 on it, which a process holds open (the device's
+# unregistration waits for the process). The kernel log gives the count
+# ("waiting for ... to become free"), after 1 s here.
+held_netdev_refs() {
+	local drv=$1 nd=$2 dev=$3 out n
+	out=$(mktemp)
+	n=$(held_netdev_count "$@" 3>"$out")
+	rm -f "$out"
+	rmmod "$drv" || echo "rmmod $drv failed" >&2
+	echo "$n"
+}
+
+# held_netdev_refs's steps; fd 3 is a file for ibv_asyncwatch's output.
+held_netdev_count() {
+	local drv=$1 nd=$2 dev=$3 watch del n
+	modprobe "$drv" && ip link add "$nd" type veth peer name "${nd}p" &&
+		sysctl -qw "net.ipv6.conf.$nd.disable_ipv6=1" &&
+		ip link set "$nd" up && ip link set "${nd}p" up &&
+		rdma link add "$dev" type rxe netdev "$nd" || { echo "$drv: set-up failed" >&2; return 1; }
+	# The default GID (without IP addresses, the only one) holds a reference too.
+	wait_for bash -c "! grep -q '^0000:0000:0000:0000' /sys/class/infiniband/$dev/ports/1/gids/0" ||
+		{ echo "$drv: no default GID" >&2; return 1; }
+	stdbuf -oL ibv_asyncwatch -d "$dev" >&3 2>&1 &
+	watch=$!
+	wait_for grep -q 'async event FD' /proc/self/fd/3 ||
+		{ echo "$drv: ibv_asyncwatch did not start" >&2; kill $watch; return 1; }
+	ip link del "$nd" &
+	del=$!
+	WAIT_SECONDS=30 wait_for bash -c "dmesg | grep -q 'waiting for $nd to become free'" ||
+		echo "$drv: $nd did not wait" >&2
+	n=$(dmesg | grep -o "waiting for $nd to become free. Usage count = [0-9]*" | tail -n 1)
+	kill "$watch"
+	wait "$watch" 2>/dev/null
+	wait "$del"
+	WAIT_SECONDS=30 wait_for bash -c "! rdma dev show $dev 2>/dev/null" ||
+		echo "$drv: $dev still there" >&2
+	[ -n "$n" ] && echo "${n##* }"
+}
+
+# While a process keeps the device, the deleted netdevice waits on no more
+# references than under the C driver: the driver drops its own at once.
+netdev_refs_as_c() {
+	local c r timeout
+	timeout=$(sysctl -n net.core.netdev_unregister_timeout_secs)
+	sysctl -qw net.core.netdev_unregister_timeout_secs=1
+	c=$(held_netdev_refs $RXE_C rfc0 rfcd)
+	r=$(held_netdev_refs $RXE_RUST rfr0 rfrd)
+	sysctl -qw net.core.netdev_unregister_timeout_secs="$timeout"
+	echo "netdevice references while the device waits: $RXE_C ${c:-?}, $RXE_RUST ${r:-?}"
+	[ -n "$c" ] && [ -n "$r" ] && [ "$r" -le "$c" ]
+}
+
 ktap_print_header
-ktap_set_plan 13
+ktap_set_plan 14
 unload_all
 modprobe $RXE_RUST
 
@@ -62,4 +117,9 @@ check "a link in a namespace that is then deleted goes with it" bash -c "
 check "the driver still works afterwards (add/del on eth0)" \
 	bash -c "rdma link add rxe0 type rxe netdev eth0 && ibv_devinfo -d rxe0 >/dev/null && rdma link del rxe0"
 check "rmmod succeeds" rmmod $RXE_RUST
+refs=$(netdev_refs_as_c 2>&1)
+refs_rc=$?
+printf '%s\n' "$refs" | sed 's/^/# /'
+check "a netdevice deleted under an open device waits on no more references than with $RXE_C" \
+	test $refs_rc = 0
 ktap_finished
