@@ -112,11 +112,11 @@ rdma_dev_exists() {
 	wait $pid
 }
 
-# Prints what tells a device teardown that does not end apart (no sysrq in
-# the debug kernel): the module's references (one per open uverbs file), the
-# devices still in sysfs, the processes with a uverbs file open, and every
-# task in uninterruptible sleep or whose kernel stack is in the RDMA core,
-# with its stack.
+# Prints what tells a device teardown that does not end apart: the module's
+# references (one per open uverbs file), the devices still in sysfs, the
+# processes with a uverbs file open, and every task in uninterruptible sleep
+# or whose kernel stack is in the RDMA core, with its stack; where the kernel
+# has sysrq (the debug kernel), the locks held and blocked tasks too.
 teardown_state() {
 	local d p stack
 	echo "rdma_rxe_rust refcnt: $(cat /sys/module/rdma_rxe_rust/refcnt 2>/dev/null)"
@@ -133,6 +133,14 @@ teardown_state() {
 			printf '%s\n' "$stack" | sed 's/^/    /'
 		fi
 	done
+	# Every lock held (lockdep) and every blocked task with its stack, into
+	# the kernel log, which the harness keeps: they name who holds what the
+	# stuck tasks wait for.
+	if [ -w /proc/sysrq-trigger ]; then
+		echo d >/proc/sysrq-trigger
+		echo w >/proc/sysrq-trigger
+		echo "locks held and blocked tasks: in the kernel log (sysrq d, w)"
+	fi
 }
 
 # Pauses for $1 seconds (a decimal fraction) without starting a program:
