@@ -214,7 +214,7 @@ impl<R: EncapRecv> Drop for SharedSocketsRef<R> {
             if let Some(n) = nets.get_mut(i) {
                 n.users -= 1;
                 if n.users == 0 {
-                    // Closing the sockets waits for RCU readers; fine under this mutex.
+                    // Closing the sockets may sleep (`sock_release`); fine under this mutex.
                     drop(nets.remove(i));
                 }
             }

@@ -227,6 +227,15 @@ teardown_steps() {
 	local m
 	no_controller || nvme disconnect -n $NQN >/dev/null
 	WAIT_SECONDS=30 wait_for no_controller || { echo "controller still there"; return 1; }
+	# The device goes before the port: nvmet's listener then drops its rdma_cm
+	# ID on RDMA_CM_EVENT_DEVICE_REMOVAL, and removing the port destroys none
+	# under nvmet_config_sem. Done the other way, lockdep reports a possible
+	# deadlock in nvmet whenever an I/O queue's Connect was run from the CM
+	# handler (it arrived before the RTU was handled), which takes
+	# nvmet_config_sem under the ID's handler_mutex (7.2; rxe_rust.rst).
+	if rdma_dev_exists $DEV; then
+		rdma link del $DEV || return 1
+	fi
 	target_teardown || return 1
 	for m in nvme_rdma nvme_fabrics nvmet_rdma nvmet null_blk; do
 		if module_loaded $m && ! rmmod $m; then
@@ -234,7 +243,6 @@ teardown_steps() {
 			return 1
 		fi
 	done
-	rdma link del $DEV || return 1
 	ip link del $VETH || return 1
 	rmmod "$1"
 }
