@@ -99,6 +99,13 @@ impl Drop for DevicesGone {
 /// until the device is removed or the netdevice unregistered, whichever comes first.
 #[pin_data]
 pub(crate) struct RxeDev {
+    /// The UDP port 4791 sockets this device keeps open.
+    ///
+    /// First, so dropped first: the sockets hold no reference on their namespace, which the
+    /// engine's reference on the netdevice keeps alive until it is dropped (when the
+    /// notifier missed the netdevice's unregistration, a device already unregistering).
+    #[pin]
+    sockets: Mutex<Option<RoceSockets>>,
     /// EUI-64 identity derived from the netdevice's MAC (node and port GUID).
     pub(crate) guid: [u8; 8],
     /// The system image GUID (network byte order value); starts as `guid`, and
@@ -118,9 +125,6 @@ pub(crate) struct RxeDev {
     /// Orders attaches and detaches, with the netdevice filter changes they make.
     #[pin]
     pub(crate) mcast_control: Mutex<()>,
-    /// The UDP port 4791 sockets this device keeps open.
-    #[pin]
-    sockets: Mutex<Option<RoceSockets>>,
     /// Live protection domains, bounded by the reported `max_pd`.
     pub(crate) pds: ObjectLimit,
     /// Live completion queues, bounded by the reported `max_cq`.
