@@ -321,17 +321,18 @@ RECOVERY_COUNTERS = ("duplicate_request", "out_of_seq_request", "rcvd_rnr_err", 
                      "rcvd_seq_err", "completer_retry_err")
 
 
-def recovery_count(eps):
-    """The sum of RECOVERY_COUNTERS over the devices of an endpoint pair (None if unread)."""
-    total = 0
+def recovery_counts(eps):
+    """RECOVERY_COUNTERS summed over the devices of an endpoint pair, by name (None if
+    unread)."""
+    totals = dict.fromkeys(RECOVERY_COUNTERS, 0)
     for dev in sorted({eps[0].dev, eps[1].dev}):
         for name in RECOVERY_COUNTERS:
             try:
                 with open(f"/sys/class/infiniband/{dev}/ports/1/hw_counters/{name}") as f:
-                    total += int(f.read())
+                    totals[name] += int(f.read())
             except (OSError, ValueError):
                 return None
-    return total
+    return totals
 
 
 def probe_count(eps):
@@ -496,15 +497,19 @@ class Runner:
                 self.progress(f"{drv} {path} {run.id} rep {rep + 1}: n/a (failed before)")
                 continue
             iters = iters_of(run, self.opts)
-            before, probes_before = recovery_count(eps), probe_count(eps)
+            before, probes_before = recovery_counts(eps), probe_count(eps)
             vals, err, secs, out = self.perftest(run.args(iters), eps, self.opts.run_timeout)
-            after, probes_after = recovery_count(eps), probe_count(eps)
-            recovered = after - before if before is not None and after is not None else None
+            after, probes_after = recovery_counts(eps), probe_count(eps)
+            # Which counters moved, for the raw results: an RNR wait and a loss cost apart.
+            by_counter = ({k: after[k] - before[k] for k in after if after[k] != before[k]}
+                          if before is not None and after is not None else None)
+            recovered = sum(by_counter.values()) if by_counter is not None else None
             probes = (probes_after - probes_before
                       if None not in (probes_before, probes_after) else None)
             self.record(driver=drv, path=path, run=run.id, rep=rep, ok=vals is not None,
                         values=vals, error=err, seconds=round(secs, 2), iters=iters,
-                        recovery=recovered, tail_probes=probes)
+                        recovery=recovered, recovery_by_counter=by_counter,
+                        tail_probes=probes)
             if vals is None:
                 state["failed"][key] = err
                 n = state["in_a_row"].get((drv, path), 0) + 1
@@ -555,13 +560,17 @@ class Runner:
             # Self time per symbol, then time including callees: where the cycles go, and
             # which paths they go through.
             # Then by process and object: which context (worker, softirq in whichever
-            # task it interrupted, the perftest processes) pays.
-            for what in (["--sort", "sym", "--no-children", "--percent-limit", "0.2"],
-                         ["--sort", "sym", "--children", "--percent-limit", "2"],
-                         ["--sort", "comm,dso", "--no-children", "--percent-limit", "0.5"]):
+            # task it interrupted, the perftest processes) pays. Last, who spins on a lock
+            # and who was running when interrupts came back on: the paths into them.
+            none = ["-g", "none"]
+            for what in (none + ["--sort", "sym", "--no-children", "--percent-limit", "0.2"],
+                         none + ["--sort", "sym", "--children", "--percent-limit", "2"],
+                         none + ["--sort", "comm,dso", "--no-children", "--percent-limit", "0.5"],
+                         ["-g", "caller,2,callee,function,percent", "--sort", "sym",
+                          "--no-children", "--symbols",
+                          "queued_spin_lock_slowpath,_raw_spin_unlock_irqrestore"]):
                 try:
-                    p = sh(["perf", "report", "-i", data, "--stdio", "-g", "none"] + what,
-                           timeout=600)
+                    p = sh(["perf", "report", "-i", data, "--stdio"] + what, timeout=600)
                     f.write(p.stdout if p.returncode == 0 else f"# perf report: {p.stderr}\n")
                 except subprocess.TimeoutExpired:
                     f.write("# perf report timed out\n")
