@@ -249,11 +249,16 @@ impl<const SQ: usize, const RES: usize> QpTransport<SQ, RES> {
     /// PSN the responder expects, by at most [`reorder::MAX_GAP`]. The caller may hold it
     /// back until those before it come (see [`reorder`]).
     ///
+    /// Not after the responder NAKed the PSN it expects: the requester sends the requests
+    /// after it again, and one held would be carried out when the gap fills and its copy
+    /// come as a duplicate. It is dropped, as out of sequence.
+    ///
     /// [`reorder`]: super::reorder
     /// [`reorder::MAX_GAP`]: super::reorder::MAX_GAP
     pub fn is_early_request(&self, pkt: &Packet<'_>) -> bool {
         self.qp_type.transport() == Transport::Rc
             && !self.responder.is_error()
+            && !self.responder.naked_expected()
             && pkt.opcode().is_request()
             && super::reorder::is_early(pkt.psn(), self.responder.expected_psn())
     }

@@ -209,6 +209,13 @@ impl<const R: usize> Responder<R> {
         self.epsn
     }
 
+    /// Returns whether the responder NAKed the PSN it expects (a sequence error or RNR NAK)
+    /// and has not received it since: the requester goes back to it and sends everything
+    /// after it again.
+    pub fn naked_expected(&self) -> bool {
+        self.nak_sent
+    }
+
     /// Returns whether a READ response waits for transmit buffers: requests that arrive
     /// before [`Responder::resume`] finishes it are dropped (the caller should hold them back),
     /// except a duplicate READ (see [`Responder::replaces_response`]).
