@@ -24,6 +24,7 @@ a run that fails or times out is recorded as n/a and the harness carries on.
 """
 
 import argparse
+import functools
 import json
 import os
 import re
@@ -543,20 +544,33 @@ class Runner:
         perf = subprocess.Popen(["perf", "record", "-a", "-g", "-e", "cpu-clock", "-F", "997",
                                  "-o", data], stdout=subprocess.DEVNULL,
                                 stderr=subprocess.PIPE, text=True, start_new_session=True)
+        counts = f"/tmp/rxe-bench-{drv}-{path}-{run.id}.stat"
+        stat = subprocess.Popen(["perf", "stat", "-a", "-x", ",", "-o", counts,
+                                 "-e", ",".join(stat_events())],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                start_new_session=True)
         time.sleep(1)
         # Ten times the iterations, so that the transfer, not the set-up, fills the profile.
         vals, err, secs, _ = self.perftest(run.args(iters * PROFILE_SCALE), eps,
                                            self.opts.run_timeout)
-        perf.send_signal(signal.SIGINT)
+        for p in (perf, stat):
+            p.send_signal(signal.SIGINT)
         try:
             _, perr = perf.communicate(timeout=120)
+            stat.wait(timeout=60)
         except subprocess.TimeoutExpired:
             kill(perf)
-            perr = "perf record did not stop"
+            kill(stat)
+            perr = "perf did not stop"
         shown = err or ", ".join(f"{k} {vals[k]:.2f}" for _, k, _, _ in run.figures())
         with open(stem + ".txt", "w") as f:
             f.write(f"# {DRIVERS[drv]} {path} {run.id} under perf record -a -g "
                     f"(cpu-clock, 997 Hz), {PROFILE_SCALE}x the iterations: {shown} ({secs:.1f} s)\n")
+            # How often the machine switched, woke and deferred work per iteration (all
+            # CPUs, the whole run, perf record's own share included).
+            n = (iters or 1) * PROFILE_SCALE
+            for event, count in read_stat(counts):
+                f.write(f"# per iteration: {event} {count / n:.2f}\n")
             # Self time per symbol, then time including callees: where the cycles go, and
             # which paths they go through.
             # Then by process and object: which context (worker, softirq in whichever
@@ -594,6 +608,36 @@ class Runner:
             state["dead"][(drv, path)] = f"probe failed: {err}"
         self.record(driver=drv, path=path, run="probe", rep=0, ok=ok, values=vals,
                     error=err, seconds=round(secs, 2), iters=20)
+
+
+# Events `perf stat` counts during a profiled run: context switches, wake-ups, work items
+# queued and run, softirqs, and the IPIs that wake another CPU.
+STAT_EVENTS = ("context-switches", "cpu-migrations", "sched:sched_wakeup",
+               "workqueue:workqueue_queue_work", "workqueue:workqueue_execute_start",
+               "irq:softirq_entry", "irq_vectors:reschedule_entry",
+               "irq_vectors:call_function_single_entry")
+
+
+@functools.cache
+def stat_events():
+    """The STAT_EVENTS this kernel has (perf stat refuses a list with one it lacks)."""
+    return [e for e in STAT_EVENTS
+            if sh(["perf", "stat", "-a", "-e", e, "true"], timeout=60).returncode == 0]
+
+
+def read_stat(path):
+    """(event, count) of a `perf stat -x ,` output file, which it removes."""
+    rows = []
+    try:
+        with open(path) as f:
+            for line in f:
+                cols = line.strip().split(",")
+                if len(cols) > 2 and cols[0].replace(".", "").isdigit():
+                    rows.append((cols[2], float(cols[0])))
+        os.unlink(path)
+    except OSError:
+        pass
+    return rows
 
 
 def last_line(err, out=""):
