@@ -9,7 +9,7 @@
 #   make long     build, then the hostile network at full size, hours: 10^6
 #                 fuzzed packets under traffic, 100 rounds of each removal
 #                 under traffic (tests/run --long: LONG_SUITES, FUZZ_COUNT,
-#                 TEARDOWN_ROUNDS, TEARDOWN_KINDS, LONG_TIMEOUT)
+#                 TEARDOWN_ROUNDS, TEARDOWN_KINDS, TEARDOWN_DRIVER, LONG_TIMEOUT)
 #   make build    set up and build only (the debug test kernel, modules)
 #   make kernel-plain  the same kernel without the debug checkers, in
 #                 build/obj-plain (for benchmarks; only when asked)

@@ -29,7 +29,11 @@
 # fresh set-up each, was folded into this on 2026-12-02: the two ran the same
 # removals, and CI's time ran short.)
 #
-# Usage: [TEARDOWN_ROUNDS=N] [TEARDOWN_KINDS="link netdev netns rmmod"] rxe_rust_teardown.sh
+# TEARDOWN_DRIVER=rdma_rxe runs the same rounds on the C driver, to tell a
+# hang of the RDMA core or the network stack from one of this driver.
+#
+# Usage: [TEARDOWN_ROUNDS=N] [TEARDOWN_KINDS="link netdev netns rmmod"]
+#        [TEARDOWN_DRIVER=rdma_rxe] rxe_rust_teardown.sh
 
 RXE_VETH_HELPERS=1 source "$(dirname "$0")/rxe_rust_veth.sh"
 
@@ -38,7 +42,14 @@ TRAFFIC_PKTS=1000
 TRAFFIC_SECONDS=60
 REMOVAL_GRACE=2
 REMOVAL_TIMEOUT=60
-DRV=$RXE_RUST
+DRV=${TEARDOWN_DRIVER:-$RXE_RUST}
+case $DRV in
+rdma_rxe | "$RXE_RUST") ;;
+*)
+	echo "rxe_rust_teardown: TEARDOWN_DRIVER is rdma_rxe or $RXE_RUST, not $DRV" >&2
+	exit 2
+	;;
+esac
 # TEARDOWN_KINDS picks some of the kinds (a full run is split by kind: 100
 # rounds of one take under an hour).
 read -r -a KINDS <<<"${TEARDOWN_KINDS:-link netdev netns rmmod}"
