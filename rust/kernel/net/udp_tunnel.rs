@@ -116,7 +116,8 @@ impl<R: EncapRecv> UdpTunnelSocket<R> {
                 // reference can go: the device stays valid, with a non-zero count, for this
                 // call, which is all the reference handed to `R::recv` may live (its lifetime is
                 // the call's).
-                Some(unsafe { NetDevice::from_raw(dev) })
+                let dev = unsafe { NetDevice::from_raw(dev) };
+                Some(dev)
             };
             R::recv(skb, dev);
         }
