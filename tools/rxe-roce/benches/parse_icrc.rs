@@ -8,11 +8,10 @@
 //! ICRC check cannot beat. It prints nanoseconds per packet and GB/s of UDP
 //! payload. This is a benchmark, not a test: nothing is asserted.
 
+mod common;
+
 use std::hint::black_box;
-use std::time::{
-    Duration,
-    Instant, //
-};
+use std::time::Duration;
 
 use rxe_roce::roce::icrc::{
     IpHeader,
@@ -28,21 +27,9 @@ use rxe_roce::roce::packet::{
 use rxe_roce::HostCrc32;
 use zerocopy::FromZeros;
 
-/// Runs `f` in batches until `budget` has passed; returns ns per call.
-fn time(budget: Duration, mut f: impl FnMut()) -> f64 {
-    // Warm up caches and the branch predictor.
-    for _ in 0..1000 {
-        f();
-    }
-    let start = Instant::now();
-    let mut calls = 0u64;
-    while start.elapsed() < budget {
-        for _ in 0..1000 {
-            f();
-        }
-        calls += 1000;
-    }
-    start.elapsed().as_nanos() as f64 / calls as f64
+/// Runs `f` in batches of 1,000 until `budget` has passed; returns ns per call.
+fn time(budget: Duration, f: impl FnMut()) -> f64 {
+    common::ns_per_call(budget, 1000, f)
 }
 
 fn main() {

@@ -11,11 +11,10 @@
 //! the payload into the packet). It prints microseconds per message and the ratios. This is
 //! a benchmark, not a test: nothing is asserted but that every byte was sent.
 
+mod common;
+
 use std::hint::black_box;
-use std::time::{
-    Duration,
-    Instant as Clock0, //
-};
+use std::time::Duration;
 
 use rxe_roce::roce::icrc::{
     compute,
@@ -200,17 +199,8 @@ fn send_one(mtu: IbMtu, mem: &mut Mem, io: &mut Io) -> usize {
 }
 
 /// Runs `f` until `budget` has passed; returns microseconds per call.
-fn time(budget: Duration, mut f: impl FnMut()) -> f64 {
-    for _ in 0..3 {
-        f();
-    }
-    let start = Clock0::now();
-    let mut calls = 0u64;
-    while start.elapsed() < budget {
-        f();
-        calls += 1;
-    }
-    start.elapsed().as_secs_f64() * 1e6 / calls as f64
+fn time(budget: Duration, f: impl FnMut()) -> f64 {
+    common::ns_per_call(budget, 1, f) / 1000.0
 }
 
 fn main() {
