@@ -445,6 +445,7 @@ impl Engine {
             let env = self.env(qp, &rcu);
             failed |= with_io(t, &env, tx, out, |roce, mem, io| {
                 roce.on_timer(id, mem, io);
+                fail_if_netdev_gone(qp, roce, io);
                 roce.state() == TransportState::Error
             });
         }
@@ -504,6 +505,7 @@ impl Engine {
                     }
                     let waiting = roce.requester.outstanding();
                     roce.run(mem, io);
+                    fail_if_netdev_gone(qp, roce, io);
                     if bad.is_some()
                         || io.ran_dry()
                         || roce.state() == TransportState::Error
@@ -660,6 +662,18 @@ impl Arrival {
                 .map_or(Self::Other, |(reth, _)| Self::Read(reth.dma_len())),
             _ => Self::Other,
         }
+    }
+}
+
+/// Fails a reliable connection whose requester sent a packet that found no netdevice: it
+/// unregistered and the device is going, so nothing the queue pair sends will arrive. Its WQEs
+/// complete with a flush error now, as the C driver's QP fails at its first failed transmit,
+/// instead of after the retry count ran out (seconds, at a ULP's timeouts), and its consumer
+/// learns of the removal at once. A transmit that fails while the netdevice is there (no
+/// route, no memory) stays a loss the requester retries.
+fn fail_if_netdev_gone(qp: &QpShared, roce: &mut Roce, io: &mut Io<'_>) {
+    if io.netdev_gone() && qp.qp_type == IbQpType::Rc && roce.state() != TransportState::Error {
+        roce.fail(io);
     }
 }
 

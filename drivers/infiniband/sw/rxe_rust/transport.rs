@@ -624,6 +624,7 @@ pub(crate) fn with_io_budget<R>(
         held_request,
         run_from: *run_from,
         sent: false,
+        netdev_gone: false,
     };
     let r = f(qp, &mut mem, &mut io);
     (r, io.ran_dry)
@@ -999,12 +1000,21 @@ pub(crate) struct Io<'a> {
     run_from: Option<u64>,
     /// This call sent a packet.
     sent: bool,
+    /// A packet for another host found no netdevice: it unregistered.
+    netdev_gone: bool,
 }
 
 impl Io<'_> {
     /// Returns whether a packet was refused because the budget was spent.
     pub(crate) fn ran_dry(&self) -> bool {
         self.ran_dry
+    }
+
+    /// Returns whether a packet for another host was lost for want of a netdevice (it
+    /// unregistered, and the device is going): no packet of this queue pair will reach its
+    /// peer again.
+    pub(crate) fn netdev_gone(&self) -> bool {
+        self.netdev_gone
     }
 }
 
@@ -1070,6 +1080,7 @@ impl Output for Io<'_> {
                 Err(_) => {
                     self.env.counters.inc(Counter::SendErr);
                     self.discard = true;
+                    self.netdev_gone |= self.env.ndev.is_none();
                 }
             }
         }

@@ -29,6 +29,12 @@
 # fresh set-up each, was folded into this on 2026-12-02: the two ran the same
 # removals, and CI's time ran short.)
 #
+# When the netdevice goes (ip link del), the client's queue pair must fail
+# at once, before the programs are stopped, with an error other than its
+# retries running out: nothing it sends can arrive, and the C driver fails
+# it at its first failed transmit. (ip netns del takes the netdevice only
+# once the programs in the namespace, the client among them, are gone.)
+#
 # TEARDOWN_DRIVER=rdma_rxe runs the same rounds on the C driver, to tell a
 # hang of the RDMA core or the network stack from one of this driver.
 #
@@ -160,6 +166,28 @@ removed() {
 	esac
 }
 
+# Succeeds if the client saw an error completion other than
+# IBV_WC_RETRY_EXC_ERR (12) before it was stopped: its netdevice went.
+# perftest writes it to stderr, unbuffered, as it polls it; the exit may
+# take longer than the grace (closing the device is slow on the debug
+# kernel), and a program stopped by the signal writes nothing more.
+client_failed() {
+	local status
+	status=$(sed -n 's/.*Failed status \([0-9]*\):.*/\1/p' "$tmp/client" | head -n 1)
+	case $status in
+	"")
+		echo "the client saw no error completion before it was stopped:"
+		tail -n 3 "$tmp/client" | sed 's/^/client| /'
+		return 1
+		;;
+	12)
+		echo "the client's queue pair failed only when its retries ran out (status 12)"
+		return 1
+		;;
+	esac
+	echo "the client's queue pair failed with its netdevice (status $status)"
+}
+
 # One round of kind $1: set-up, traffic, the removal under it, the check.
 round() {
 	local kind=$1 t0=$SECONDS t1 t2
@@ -175,13 +203,16 @@ round() {
 	}
 	t2=$SECONDS
 	remove_under_traffic "$(removal_cmd "$kind")" || return 1
+	if [ "$kind" = netdev ]; then
+		client_failed || return 1
+	fi
 	WAIT_SECONDS=30 wait_for removed "$kind" || { echo "not removed"; rdma dev; return 1; }
 	echo "set-up $((t1 - t0)) s, traffic start $((t2 - t1)) s, removal $((SECONDS - t2)) s"
 }
 
 # TEARDOWN_ROUNDS rounds of kind $1; stops at the first that fails.
 rounds() {
-	local i start=$SECONDS t slowest=0
+	local i start=$SECONDS t slowest=0 took=()
 	for ((i = 1; i <= TEARDOWN_ROUNDS; i++)); do
 		echo "rxe_rust_teardown: $(removal_name "$1") round $i" >/dev/kmsg
 		t=$SECONDS
@@ -191,8 +222,13 @@ rounds() {
 			return 1
 		}
 		[ $((SECONDS - t)) -gt $slowest ] && slowest=$((SECONDS - t))
+		took+=($(sed -n 's/^removal done \([0-9.]*\) s after the stop$/\1/p' "$tmp/round"))
 	done
 	echo "$TEARDOWN_ROUNDS rounds in $((SECONDS - start)) s (the slowest $slowest s); the last:"
+	# How long the removal took once the programs were stopped, over the
+	# rounds: the core's unregistration of the device waits for them.
+	[ ${#took[@]} -gt 0 ] && printf "%s\n" "${took[@]}" | sort -n |
+		awk '{ v[NR] = $1 } END { printf "removal done after the stop: median %s s, slowest %s s, %d rounds\n", v[int((NR + 1) / 2)], v[NR], NR }'
 	cat "$tmp/round"
 }
 

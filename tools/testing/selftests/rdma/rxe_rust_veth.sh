@@ -216,6 +216,12 @@ cm_listening() {
 # handshake) or cm_listening (rdma_cm).
 READY=listening
 
+# Seconds (one decimal) since $1, a value of EPOCHREALTIME.
+since() {
+	local us=$((${EPOCHREALTIME/[.,]/} - ${1/[.,]/}))
+	printf '%d.%d' $((us / 1000000)) $((us % 1000000 / 100000))
+}
+
 alive() {
 	[ -n "$1" ] && kill -0 "$1" 2>/dev/null
 }
@@ -314,9 +320,12 @@ traffic_run() {
 # Runs the removal "$@" (through bash -c) while the traffic of traffic_run
 # runs: the programs get REMOVAL_GRACE s, then are stopped; the removal
 # must be done REMOVAL_TIMEOUT s after that. Prints how each ended; sets
-# WEDGED if a program or the removal is stuck in the kernel.
+# WEDGED if a program or the removal is stuck in the kernel. The times from
+# the stop (SIGTERM) to the programs' exit and to the removal's end are
+# printed, to compare drivers over many rounds: a netdevice's removal waits
+# for the RDMA device's, which waits for its users to close it.
 remove_under_traffic() {
-	local rpid rc end p
+	local rpid rc end p stop
 	bash -c "$*" >"$tmp/removal" 2>&1 &
 	rpid=$!
 	end=$((SECONDS + ${REMOVAL_GRACE:-4}))
@@ -327,15 +336,18 @@ remove_under_traffic() {
 	for p in $TRAFFIC_PIDS; do
 		alive $p && echo "$(ps -o comm= -p $p) $p still running after the removal started: stopped"
 	done
+	stop=$EPOCHREALTIME
 	if ! stop_all $TRAFFIC_PIDS; then
 		WEDGED=1
 		return 1
 	fi
 	TRAFFIC_PIDS=
+	echo "programs gone $(since "$stop") s after the stop"
 	end=$((SECONDS + ${REMOVAL_TIMEOUT:-60}))
 	while alive $rpid && [ $SECONDS -lt $end ]; do
 		nap 0.1
 	done
+	alive $rpid || echo "removal done $(since "$stop") s after the stop"
 	if alive $rpid; then
 		echo "'$*' still running ${REMOVAL_TIMEOUT:-60} s after the programs were stopped:"
 		proc_state $rpid
