@@ -1256,6 +1256,10 @@ fn check_attr(attr: &QpAttr<'_>, qp_type: IbQpType) -> Result {
         || attr.path_mtu().is_some_and(|m| m > IbMtu::Mtu4096.raw())
         || attr
             .max_rd_atomic()
+            .is_some_and(|n| u32::from(n) > param::MAX_QP_INIT_RD_ATOM as u32)
+        // The responder keeps a response for each READ or atomic it takes outstanding.
+        || attr
+            .max_dest_rd_atomic()
             .is_some_and(|n| u32::from(n) > param::MAX_QP_RD_ATOM as u32)
         || attr.timeout().is_some_and(|t| t > 31);
     if bad {

@@ -147,8 +147,10 @@ const RUN_NANOS: u64 = 2_000_000;
 /// Jiffies a run bounded by [`RUN_NANOS`] may see go by.
 const RUN_JIFFIES: u64 = RUN_NANOS.div_ceil(NSEC_PER_JIFFY) + 1;
 
-/// RDMA READ and atomic responses the responder keeps for duplicate requests.
+/// RDMA READ and atomic responses the responder keeps for duplicate requests: one for each it
+/// may have outstanding ([`param::MAX_QP_RD_ATOM`]).
 const RESPONDER_RESOURCES: usize = 16;
+const _: () = assert!(RESPONDER_RESOURCES == param::MAX_QP_RD_ATOM as usize);
 
 /// The protocol core's transport of a queue pair, as this driver sizes it.
 pub(crate) type Roce = QpTransport<SQ_WINDOW, RESPONDER_RESOURCES>;

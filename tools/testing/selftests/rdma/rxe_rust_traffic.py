@@ -37,6 +37,7 @@ KTAP output.
 """
 
 import ctypes
+import errno
 import mmap
 import os
 import re
@@ -161,11 +162,50 @@ def send_wr(mr, length, opcode=e.IBV_WR_SEND, wr_id=1, raddr=0, rkey=0):
     return wr
 
 
+def rd_atomic_depth_scenario(drv, p):
+    """The responder takes no more READs and atomics outstanding than it keeps responses of
+    for duplicates: a duplicate atomic it cannot answer would make the requester's retries
+    run out (ib_atomic_bw failed so under load when 128 were advertised and 16 kept)."""
+    depth = p.ctx.query_device().max_qp_rd_atom
+    check(f"{drv}: max_qp_rd_atom is the responder's resources (16)", depth == 16, f"{depth}")
+
+    def to_rtr(dest_rd_atomic):
+        qp = QP(p.pd, QPInitAttr(qp_type=e.IBV_QPT_RC, scq=p.cq, rcq=p.cq,
+                                 cap=QPCap(max_send_wr=4, max_recv_wr=4)))
+        try:
+            attr = QPAttr(qp_state=e.IBV_QPS_INIT)
+            attr.pkey_index, attr.port_num, attr.qp_access_flags = 0, 1, ACCESS
+            qp.modify(attr, e.IBV_QP_STATE | e.IBV_QP_PKEY_INDEX | e.IBV_QP_PORT |
+                      e.IBV_QP_ACCESS_FLAGS)
+            attr = QPAttr(qp_state=e.IBV_QPS_RTR)
+            attr.path_mtu, attr.dest_qp_num, attr.rq_psn = e.IBV_MTU_1024, p.b.qp_num, 0
+            attr.max_dest_rd_atomic, attr.min_rnr_timer = dest_rd_atomic, 12
+            attr.ah_attr = AHAttr(gr=GlobalRoute(dgid=p.gid, sgid_index=GID_INDEX),
+                                  is_global=1, port_num=1)
+            try:
+                qp.modify(attr, e.IBV_QP_STATE | e.IBV_QP_AV | e.IBV_QP_PATH_MTU |
+                          e.IBV_QP_DEST_QPN | e.IBV_QP_RQ_PSN | e.IBV_QP_MAX_DEST_RD_ATOMIC |
+                          e.IBV_QP_MIN_RNR_TIMER)
+                return 0
+            except PyverbsRDMAError as err:
+                return err.error_code
+        finally:
+            qp.close()
+
+    rc = to_rtr(depth)
+    check(f"{drv}: RTR with max_dest_rd_atomic {depth}: accepted", rc == 0, f"errno {rc}")
+    rc = to_rtr(depth + 1)
+    check(f"{drv}: RTR with max_dest_rd_atomic {depth + 1}: EINVAL", rc == errno.EINVAL,
+          f"errno {rc}")
+
+
 def scenario(drv):
     ctx = Context(name=DEV)
     p = Pair(ctx)
     p.connect(p.a, p.b.qp_num)
     p.connect(p.b, p.a.qp_num)
+    if drv == "rdma_rxe_rust":
+        rd_atomic_depth_scenario(drv, p)
 
     # RNR: the SEND comes before the receive buffer.
     before = counters()
