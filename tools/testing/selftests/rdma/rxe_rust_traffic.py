@@ -28,6 +28,10 @@ Things rdma-core's suite does not exercise:
   test's KTAP output, not a check);
 - receives flushed by the error state complete with IBV_WC_WR_FLUSH_ERR and
   leave rdma_recvs alone (it counts receives that completed with success).
+- a UD datagram over an IPv4 and over an IPv6 GID: the receive buffer's
+  first 40 bytes hold its network header (IPv4 in the last 20), with the
+  address handle's addresses and traffic class, and both drivers lay it out
+  alike;
 - RTS -> SQD with en_sqd_async_notify while RDMA WRITEs are in flight:
   IBV_EVENT_SQ_DRAINED comes, query_qp then reports SQD and not draining,
   and back in RTS every WRITE, those posted before SQD included, completes
@@ -285,6 +289,7 @@ def scenario(drv):
     ud_destroy_scenario(drv, p)
     ud_ah_destroy_scenario(drv, p)
     ud_no_qp_scenario(drv, p)
+    ud_grh_scenario(drv, p)
     for o in (lost, p.a, p.b, src, dst, a_buf, b_buf, back, p.cq, p.pd):
         o.close()
     ctx.close()
@@ -586,6 +591,73 @@ class UdPair:
             o.close()
 
 
+# The GRH slot of a UD receive, per driver and GID index, for the comparison in main().
+GRHS = {}
+
+
+def grh_wrong(grh, sgid, dgid, tclass, payload):
+    """What is wrong in the 40-byte GRH slot `grh` of a UD receive of `payload` bytes sent
+    from GID `sgid` to GID `dgid` (16 bytes each) with traffic class `tclass`: a list of
+    the fields, empty if none. RoCEv2 (its annex to the IBTA, and the C driver): an IPv4 header
+    in the last 20 bytes after 20 zero bytes, or an IPv6 header whole."""
+    # UDP, BTH, DETH, the payload, ICRC.
+    udp_len = 8 + 12 + 8 + payload + 4
+    if sgid[:12] == bytes(10) + b"\xff\xff":
+        ip = grh[20:]
+        want = {"first 20 bytes zero": grh[:20] == bytes(20),
+                "version 4, 20-byte header": ip[0] == 0x45,
+                "TOS from the traffic class": ip[1] == tclass,
+                "total length": int.from_bytes(ip[2:4], "big") == 20 + udp_len,
+                "DF": ip[6] & 0x40 != 0,
+                "TTL not zero": ip[8] != 0,
+                "protocol UDP": ip[9] == 17,
+                "source": ip[12:16] == sgid[12:],
+                "destination": ip[16:20] == dgid[12:]}
+    else:
+        want = {"version 6": grh[0] >> 4 == 6,
+                "traffic class": ((int.from_bytes(grh[0:2], "big") >> 4) & 0xff) == tclass,
+                "payload length": int.from_bytes(grh[4:6], "big") == udp_len,
+                "next header UDP": grh[6] == 17,
+                "hop limit not zero": grh[7] != 0,
+                "source": grh[8:24] == sgid,
+                "destination": grh[24:40] == dgid}
+    return [k for k, v in want.items() if not v]
+
+
+def ud_grh_scenario(drv, p):
+    """A UD datagram over an IPv4 GID and over an IPv6 GID: the receive buffer's first 40
+    bytes hold the packet's network header as IBTA and the C driver lay it out (RoCEv2:
+    an IPv4 header in the last 20 bytes, the first 20 zero; an IPv6 header whole), with
+    the addresses and traffic class of the sender's address handle. Its hop limit is the
+    route's (the RDMA core resolves it for a RoCE handle): not zero, and the same for
+    both drivers (main() compares the slots)."""
+    qkey, tclass, payload = 0x33333333, 0x20, 8
+    for index in (0, 1):
+        gid = p.ctx.query_gid(1, index)
+        raw = bytes.fromhex(gid.gid.replace(":", ""))
+        v4 = raw[:12] == bytes(10) + b"\xff\xff"
+        u = UdPair(p, 1, qkey, 1)
+        route = GlobalRoute(dgid=gid, sgid_index=index, traffic_class=tclass)
+        ah = AH(p.pd, attr=AHAttr(gr=route, is_global=1, port_num=1))
+        wr = SendWR(wr_id=1, opcode=e.IBV_WR_SEND, num_sge=1, sg=[u.payload(0)])
+        wr.set_wr_ud(ah, u.rx.qp_num, qkey)
+        u.tx.post_send(wr)
+        w, ok, got = u.received()
+        name = f"{drv}: UD over GID {index} ({'IPv4' if v4 else 'IPv6'})"
+        check(f"{name}: the datagram arrives with IBV_WC_GRH set",
+              len(ok) == 1 and got == [0] and ok[0].wc_flags & e.IBV_WC_GRH,
+              f"{[(x.status, x.wc_flags) for x in w]}")
+        grh = u.bufs.read(40, 0)
+        bad = grh_wrong(grh, raw, raw, tclass, payload)
+        check(f"{name}: the GRH slot holds the network header", not bad,
+              f"wrong: {bad}; slot {grh.hex()}")
+        # The IPv4 identification differs from packet to packet, and so does the checksum
+        # where there is one: on loopback neither driver computes it (no IP layer on the way).
+        GRHS[(drv, index)] = grh[:24] + grh[28:30] + grh[32:] if v4 else grh
+        ah.close()
+        u.close()
+
+
 def ud_no_qp_scenario(drv, p):
     """UD datagrams on loopback to a QP number no QP has: sent, and dropped by the receiving
     side as a datagram from the wire is (rdma_rxe_rust: counted in drop_no_qp), not counted
@@ -779,6 +851,11 @@ def main():
         return 0
     for drv in ("rdma_rxe", "rdma_rxe_rust"):
         on_device(RES, drv, scenario)
+    for index in (0, 1):
+        c, rust = GRHS.get(("rdma_rxe", index)), GRHS.get(("rdma_rxe_rust", index))
+        check(f"UD over GID {index}: both drivers fill the GRH slot alike (but the IPv4 "
+              "identification and checksum)", c is not None and c == rust,
+              f"C {c.hex() if c else None}, rdma_rxe_rust {rust.hex() if rust else None}")
     return RES.report()
 
 

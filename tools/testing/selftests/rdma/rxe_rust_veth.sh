@@ -5,7 +5,9 @@
 # veth pair, an RDMA device on each side (rxeA on vA in A, rxeB on vB in B),
 # against each driver named in turn (rxe_rust_veth.sh rdma_rxe rdma_rxe_rust
 # runs the C driver first: it proves the test). ibv_{rc,uc,ud}_pingpong -c over the RoCE v2 GIDs of the IPv4 and
-# of the IPv6 addresses, and ib_{write,read,send,atomic}_bw over the IPv4
+# of the IPv6 addresses (and for UD the receiver's GRH slot, which must hold
+# the datagram's IP header: rxe_rust_udgrh.py), and
+# ib_{write,read,send,atomic}_bw over the IPv4
 # GID: server in A, client in B (connecting over TCP to A's IPv4 address),
 # every run bounded by a time-out, both exit codes checked. Then both
 # devices' sent_pkts and rcvd_pkts must have grown, and neither may have
@@ -64,6 +66,8 @@ GID6_B=fd77:0000:0000:0000:0000:0000:0000:0002
 RUN_TIMEOUT=60
 # rxe_rust_bulk.py: bytes written then read back across the lossy wire.
 BULK=$(dirname "$0")/rxe_rust_bulk.py
+# rxe_rust_udgrh.py: a UD datagram's GRH slot as the receiver gets it.
+UDGRH=$(dirname "$0")/rxe_rust_udgrh.py
 BULK_SIZE=$((2 << 20))
 # 4 KiB work requests, as ib_read_bw -s 4096 above: both drivers.
 BULK_CHUNK=$((4 << 10))
@@ -98,7 +102,7 @@ MCAST_SIZE=1000
 READ_ORDER_N=20
 READ_ORDER_SIZE=$((256 << 10))
 # Checks per driver (the plan is fixed: every check prints its line).
-CHECKS=38
+CHECKS=40
 # rxe_rust_capture.py, and the opcodes the capture must hold: RC SEND
 # FIRST/MIDDLE/LAST/ONLY, RDMA WRITE FIRST/MIDDLE/LAST/ONLY, READ request
 # and responses FIRST/MIDDLE/LAST/ONLY, ACK, atomic ACK, CMP_SWAP,
@@ -820,6 +824,8 @@ run_driver() {
 			across -g "$ga" "$gb" ibv_uc_pingpong -c -s 4096 -n $ITERS
 		run_check "ibv_ud_pingpong -s 1024 over the $fam GID" \
 			across -g "$ga" "$gb" ibv_ud_pingpong -c -s 1024 -n $ITERS
+		run_check "a UD receive over the $fam GID: its GRH slot holds the datagram's $fam header" \
+			across -g "$ga" "$gb" "$UDGRH"
 	done
 	run_check "ib_write_bw -s 4096 over the IPv4 GID" \
 		across -x "$GA4" "$GB4" ib_write_bw -F -n $PERF_ITERS -s 4096
