@@ -18,8 +18,9 @@ needs them. Each check runs on rdma_rxe (C) and rdma_rxe_rust:
   sees (not in the freed ones), and an RDMA READ returns what the process
   wrote after that.
 - ibv_advise_mr (through the ioctl ABI: rdma-core 44's rxe provider has no
-  advise_mr): synchronous and asynchronous prefetches of an ODP region
-  succeed; a key that names no region gets EINVAL, an unknown advice
+  advise_mr): registering an untouched ODP region faults no page in
+  (mincore(2)); a synchronous PREFETCH_WRITE faults every page in, a
+  PREFETCH_NO_FAULT none, an asynchronous PREFETCH every page soon; a key that names no region gets EINVAL, an unknown advice
   EOPNOTSUPP, and a region that is not ODP EINVAL (rdma_rxe does not check).
 - rdma_rxe_rust answers a request that meets a page not present with an RNR
   NAK: its send_rnr_err counter moves.
@@ -41,6 +42,7 @@ import mmap
 import os
 import struct
 import sys
+import time
 
 from pyverbs.device import Context
 from pyverbs.mr import MR
@@ -90,6 +92,15 @@ class Anon:
 
     def drop_pages(self):
         self.map.madvise(mmap.MADV_DONTNEED)
+
+    def resident(self):
+        """How many of its pages are present (mincore(2))."""
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p]
+        vec = ctypes.create_string_buffer(self.size // PAGE)
+        if libc.mincore(ctypes.c_void_p(self.addr), self.size, vec) != 0:
+            raise OSError(ctypes.get_errno(), "mincore")
+        return sum(b & 1 for b in vec.raw)
 
 
 def statuses(cq, n):
@@ -281,13 +292,24 @@ def advise_scenario(drv, ctx):
     mem = Anon(4 * PAGE)
     odp = MR(p.pd, mem.size, ODP, address=mem.addr)
     whole = [(mem.addr, mem.size, odp.lkey)]
+    pages = mem.size // PAGE
+    check(f"{drv}: registering an untouched ODP region faults no page in",
+          mem.resident() == 0, f"{mem.resident()} of {pages} present")
     err = advise_mr(ctx, p.pd, ADVICE_PREFETCH_WRITE, ADVISE_FLAG_FLUSH, whole)
-    check(f"{drv}: a synchronous PREFETCH_WRITE of an ODP region succeeds", err == 0,
-          f"errno {err}")
-    err = advise_mr(ctx, p.pd, ADVICE_PREFETCH, 0, whole)
-    check(f"{drv}: an asynchronous PREFETCH of it succeeds", err == 0, f"errno {err}")
+    check(f"{drv}: a synchronous PREFETCH_WRITE of an ODP region succeeds and faults "
+          "every page in", err == 0 and mem.resident() == pages,
+          f"errno {err}, {mem.resident()} of {pages} present")
+    mem.drop_pages()
     err = advise_mr(ctx, p.pd, ADVICE_PREFETCH_NO_FAULT, ADVISE_FLAG_FLUSH, whole)
-    check(f"{drv}: a PREFETCH_NO_FAULT of it succeeds", err == 0, f"errno {err}")
+    check(f"{drv}: a PREFETCH_NO_FAULT of it, its pages dropped, succeeds and faults none in",
+          err == 0 and mem.resident() == 0, f"errno {err}, {mem.resident()} of {pages} present")
+    err = advise_mr(ctx, p.pd, ADVICE_PREFETCH, 0, whole)
+    deadline = time.time() + 5
+    while mem.resident() < pages and time.time() < deadline:
+        time.sleep(0.01)
+    check(f"{drv}: an asynchronous PREFETCH of it succeeds and its pages come in",
+          err == 0 and mem.resident() == pages,
+          f"errno {err}, {mem.resident()} of {pages} present after 5 s")
     err = advise_mr(ctx, p.pd, ADVICE_PREFETCH, ADVISE_FLAG_FLUSH,
                     [(mem.addr, mem.size, odp.lkey ^ 0x80)])
     check(f"{drv}: a prefetch with a key that names no region fails with EINVAL",
