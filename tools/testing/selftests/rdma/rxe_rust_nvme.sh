@@ -8,7 +8,9 @@
 # Data written through the host's block device must read back the same,
 # through the host and on the target's null_blk; the device's packet
 # counters must move by at least what the data needs; then NVME_CYCLES
-# connect/disconnect cycles (NVME_C_CYCLES for the C driver), each reading back a block, and a teardown
+# connect/disconnect cycles, each reading back a block, after which the
+# device holds the same verbs objects as before them (rdma resource show:
+# a queue pair, CQ, MR or PD a cycle leaked would stay), and a teardown
 # after which every module unloads (a reference the driver leaked would
 # keep it). kmemleak's scan at the end of the selftest run covers leaks.
 #
@@ -31,11 +33,9 @@ HOSTNQN=nqn.2014-08.org.nvmexpress:uuid:6c1d8a57-2f0b-4c59-9a7e-7a1e5d0c0de1
 HOSTID=6c1d8a57-2f0b-4c59-9a7e-7a1e5d0c0de1
 SVC=4420
 NVMET=/sys/kernel/config/nvmet
-# Connect/disconnect cycles after the data check: 50 for rdma_rxe_rust; the
-# C driver, which proves the test, runs fewer (each cycle takes seconds on
-# the debug kernel, and CI's time is short).
+# Connect/disconnect cycles after the data check, for each driver (about a
+# second each on the debug kernel).
 NVME_CYCLES=${NVME_CYCLES:-50}
-NVME_C_CYCLES=${NVME_C_CYCLES:-10}
 # The data written and read back, in MiB.
 DATA_MIB=4
 # One I/O queue of the minimum depth: each queue costs the host a set of
@@ -196,8 +196,29 @@ fabrics_disconnect() {
 
 # $1 connects and disconnects, reading the pattern's first 4 KiB back each
 # time.
+# The device's verbs objects by kind ("pd 3 cq 5 qp 5 ..."), from rdma resource show.
+resources() {
+	rdma resource show | sed -n "s/^[0-9]*: $DEV: //p"
+}
+
+same_resources() {
+	[ "$(resources)" = "$1" ]
+}
+
+# Succeeds once the device has $1 queue pairs.
+qps_are() {
+	[ "$(resources | sed -n 's/.* qp \([0-9]*\) .*/\1/p')" = "$1" ]
+}
+
 cycles() {
-	local i t0 t1 t2 conn=0 disc=0 n=$1
+	local i t0 t1 t2 conn=0 disc=0 n=$1 before
+	# The count after the first connect and disconnect, once the target has
+	# released its queue pairs: the RDMA core keeps the completion queues of
+	# its pool (ib_cq_pool_get) until the device goes, for the next connect.
+	[ -n "$QPS0" ] || { echo "rdma resource show listed no $DEV before the first connect"; return 1; }
+	WAIT_SECONDS=20 wait_for qps_are "$QPS0" ||
+		{ echo "$DEV still has queue pairs of the first connection: $(resources)"; return 1; }
+	before=$(resources)
 	for i in $(seq "$n"); do
 		t0=$EPOCHREALTIME
 		fabrics_connect >"$tmp/cycle" 2>&1 || { echo "cycle $i: connect failed"; cat "$tmp/cycle"; return 1; }
@@ -209,6 +230,10 @@ cycles() {
 		conn=$((conn + ${t1/./} - ${t0/./})) disc=$((disc + ${t2/./} - ${t1/./}))
 	done
 	echo "$n cycles: connect and read $((conn / 1000)) ms, disconnect $((disc / 1000)) ms in all"
+	# The target releases its queues in a work item after the disconnect.
+	WAIT_SECONDS=20 wait_for same_resources "$before" ||
+		{ echo "$DEV's objects before the cycles: $before; after: $(resources)"; return 1; }
+	echo "$DEV's objects after the cycles as before them: $before"
 }
 
 target_teardown() {
@@ -291,6 +316,8 @@ run_driver() {
 	unload_all
 	step "set up: $DEV on $VETH, nvmet exporting a null_blk over rdma on $IP4:$SVC" setup "$DRV" ||
 		NOT_RUN="the set-up failed"
+	# The queue pairs of the device with the target listening and no host.
+	QPS0=$(resources | sed -n 's/.* qp \([0-9]*\) .*/\1/p')
 	SENT0=$(counter sent_pkts 2>/dev/null) RCVD0=$(counter rcvd_pkts 2>/dev/null)
 	step "nvme connect -t rdma: a controller for $NQN and its namespace" connect_check ||
 		NOT_RUN=${NOT_RUN:-nvme connect failed}
@@ -299,8 +326,8 @@ run_driver() {
 	step "$DEV's sent_pkts and rcvd_pkts moved by the data's packets" counters_moved
 	step "nvme disconnect: the controller goes" nvme_disconnect
 	local n=$NVME_CYCLES
-	[ "$DRV" = $RXE_C ] && n=$NVME_C_CYCLES
-	step "$n connect/disconnect cycles, each reading back a block" cycles $n
+	step "$n connect/disconnect cycles, each reading back a block, leaving no object behind" \
+		cycles $n
 	NOT_RUN=
 	step "teardown: target removed, nvme and null_blk modules, $DEV and $DRV unloaded" \
 		teardown_steps "$DRV"
