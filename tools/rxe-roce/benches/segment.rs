@@ -47,6 +47,7 @@ use rxe_roce::roce::qp::{
     QpTransport, //
 };
 use rxe_roce::roce::requester::SendWr;
+use rxe_roce::roce::responder::Resource;
 use rxe_roce::roce::timer::{
     AckTimeout,
     RnrTimer, //
@@ -177,7 +178,8 @@ fn send_one(mtu: IbMtu, mem: &mut Mem, io: &mut Io) -> usize {
         sq_sig_all: true,
         srq: false,
     };
-    let mut qp: QpTransport<32, 16> = QpTransport::new(&cfg).unwrap();
+    let mut qp: QpTransport<32, [Option<Resource>; 16]> =
+        QpTransport::new(&cfg, [None; 16]).unwrap();
     io.done = false;
     io.packets = 0;
     let wr = SendWr {

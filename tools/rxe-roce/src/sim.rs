@@ -68,7 +68,10 @@ use crate::roce::qp::{
     TransportState, //
 };
 use crate::roce::requester::SendWr;
-use crate::roce::responder::GRH_LEN;
+use crate::roce::responder::{
+    Resource,
+    GRH_LEN, //
+};
 use crate::roce::timer::{
     AckTimeout,
     RnrTimer, //
@@ -681,7 +684,7 @@ struct Op {
 }
 
 struct Endpoint {
-    qp: QpTransport<SQ_DEPTH, RESOURCES>,
+    qp: QpTransport<SQ_DEPTH, [Option<Resource>; RESOURCES]>,
     mem: SimMem,
     io: SimIo,
     qpn: u32,
@@ -1149,7 +1152,7 @@ pub fn run_scenario(sc: &Scenario) -> Result<Report, String> {
         }
         pending_recvs.reverse();
         eps.push(Endpoint {
-            qp: QpTransport::new(&cfg).map_err(|e| format!("config: {e:?}"))?,
+            qp: QpTransport::new(&cfg, [None; RESOURCES]).map_err(|e| format!("config: {e:?}"))?,
             mem: SimMem {
                 bytes: core::mem::take(&mut mems[me]),
                 base: bases[me],

@@ -59,6 +59,7 @@ use rxe_roce::roce::requester::{
     MIN_WINDOW, //
     TAIL_PROBE_DIVISOR,
 };
+use rxe_roce::roce::responder::Resource;
 use rxe_roce::roce::timer::{
     AckTimeout,
     RnrTimer, //
@@ -334,8 +335,24 @@ impl Output for Io {
     }
 }
 
+/// Responder resources in a buffer allocated at run time, as the kernel keeps them.
+#[derive(Debug)]
+struct HeapResources(Vec<Option<Resource>>);
+
+impl AsRef<[Option<Resource>]> for HeapResources {
+    fn as_ref(&self) -> &[Option<Resource>] {
+        &self.0
+    }
+}
+
+impl AsMut<[Option<Resource>]> for HeapResources {
+    fn as_mut(&mut self) -> &mut [Option<Resource>] {
+        &mut self.0
+    }
+}
+
 struct End {
-    qp: QpTransport<8, 4>,
+    qp: QpTransport<8, HeapResources>,
     mem: Mem,
     io: Io,
 }
@@ -421,6 +438,18 @@ fn pair_timeout(
     srq: bool,
     ack_timeout: u8,
 ) -> (End, End) {
+    pair_resources(qp_type, retry_cnt, rnr_retry, srq, ack_timeout, 4)
+}
+
+/// As [`pair_timeout`], each responder keeping `resources` responder resources.
+fn pair_resources(
+    qp_type: QpType,
+    retry_cnt: u8,
+    rnr_retry: u8,
+    srq: bool,
+    ack_timeout: u8,
+    resources: usize,
+) -> (End, End) {
     let mk = |qpn: u32, dest: u32, sq: u32, rq: u32| {
         let cfg = QpConfig {
             qp_type,
@@ -441,7 +470,7 @@ fn pair_timeout(
             srq,
         };
         End {
-            qp: QpTransport::new(&cfg).unwrap(),
+            qp: QpTransport::new(&cfg, HeapResources(vec![None; resources])).unwrap(),
             mem: Mem::new(),
             io: Io::default(),
         }
@@ -639,6 +668,48 @@ fn duplicate_atomic_is_answered_from_the_resource() {
     a.deliver(&acks);
     assert_eq!(a.sends_done(), [(0, WcStatus::Success)]);
     assert_eq!(a.mem.local[..8], 40u64.to_ne_bytes());
+}
+
+#[test]
+fn duplicate_atomic_is_answered_while_its_resource_is_kept() {
+    // As many resources as the storage the owner passed in holds: 128 here, as the kernel
+    // keeps them; with 4 the duplicate below would be older than every resource.
+    for resources in [4, 128] {
+        let (mut a, mut b) = pair_resources(QpType::Rc, 7, 7, false, ACK_TIMEOUT, resources);
+        let faa = Remote::Atomic {
+            addr: REMOTE,
+            rkey: RKEY,
+            compare_add: 1,
+            swap: 0,
+        };
+        let mut first = Vec::new();
+        for id in 0..100 {
+            a.post(wr(id, WrOpcode::AtomicFetchAndAdd, faa, 8));
+            let req = a.take_sent();
+            if id == 0 {
+                first = req.clone();
+            }
+            b.deliver(&req);
+            a.deliver(&b.take_sent());
+        }
+        assert_eq!(a.sends_done().len(), 100);
+        assert_eq!(b.mem.atomics, 100);
+        b.deliver(&first);
+        assert_eq!(b.mem.atomics, 100, "a duplicate is never carried out again");
+        let answer = b.take_sent();
+        if resources == 4 {
+            assert!(answer.is_empty(), "older than every resource: not answered");
+        } else {
+            assert_eq!(answer.len(), 1);
+            let pkt = Packet::parse(&answer[0]).unwrap();
+            assert_eq!(pkt.opcode(), Opcode::RC_ATOMIC_ACKNOWLEDGE);
+            assert_eq!(
+                pkt.atomic_ack_eth().unwrap().orig(),
+                0,
+                "the first atomic's value"
+            );
+        }
+    }
 }
 
 #[test]

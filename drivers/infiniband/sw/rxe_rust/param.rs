@@ -79,13 +79,13 @@ pub(crate) const MAX_CQE: u32 = (1 << MAX_LOG_CQE) - 1;
 pub(crate) const MAX_MR: i32 = MAX_MR_INDEX - MIN_MR_INDEX;
 pub(crate) const MAX_MW: i32 = DEFAULT_MAX_VALUE - MIN_MW_INDEX;
 pub(crate) const MAX_PD: i32 = DEFAULT_MAX_VALUE;
-/// RDMA READs and atomics a queue pair's responder takes outstanding (`max_dest_rd_atomic`):
-/// as many as it keeps responses of for duplicates (the transport's responder resources). A
-/// duplicate atomic older than those cannot be answered (carrying it out again would apply it
-/// twice), so the requester's retries of it ran out: the C driver's 128, advertised with 16
-/// kept, failed `ib_atomic_bw` with `IBV_WC_RETRY_EXC_ERR` after a timeout under load. 16 is
-/// what common RNICs advertise too.
-pub(crate) const MAX_QP_RD_ATOM: i32 = 16;
+/// RDMA READs and atomics a queue pair's responder takes outstanding (`max_dest_rd_atomic`),
+/// the C driver's 128: as many as it keeps responses of for duplicates (the transport's
+/// responder resources). A duplicate atomic older than those cannot be answered (carrying it
+/// out again would apply it twice), so the requester's retries of it would run out: 128
+/// advertised with 16 kept failed `ib_atomic_bw` with `IBV_WC_RETRY_EXC_ERR` after a timeout
+/// under load.
+pub(crate) const MAX_QP_RD_ATOM: i32 = 128;
 pub(crate) const MAX_RES_RD_ATOM: i32 = 0x3f000;
 /// RDMA READs and atomics a queue pair's requester may have outstanding (`max_rd_atomic`),
 /// within what the peer's responder takes.

@@ -62,7 +62,10 @@ use crate::{
         },
         reorder::Held,
         requester::SendWr,
-        responder::GRH_LEN,
+        responder::{
+            Resource,
+            GRH_LEN, //
+        },
         timer::{
             AckTimeout,
             RnrTimer, //
@@ -149,15 +152,42 @@ const RUN_JIFFIES: u64 = RUN_NANOS.div_ceil(NSEC_PER_JIFFY) + 1;
 
 /// RDMA READ and atomic responses the responder keeps for duplicate requests: one for each it
 /// may have outstanding ([`param::MAX_QP_RD_ATOM`]).
-const RESPONDER_RESOURCES: usize = 16;
+const RESPONDER_RESOURCES: usize = 128;
 const _: () = assert!(RESPONDER_RESOURCES == param::MAX_QP_RD_ATOM as usize);
 
+/// The responder's resources, in a table allocated once at its full size when the transport
+/// is built: at 128 of them it would not fit in a stack frame with the rest of the state.
+#[derive(Debug)]
+pub(crate) struct ResponderResources(KVec<Option<Resource>>);
+
+impl ResponderResources {
+    fn new() -> Result<Self> {
+        Ok(Self(KVec::from_elem(
+            None,
+            RESPONDER_RESOURCES,
+            GFP_KERNEL,
+        )?))
+    }
+}
+
+impl AsRef<[Option<Resource>]> for ResponderResources {
+    fn as_ref(&self) -> &[Option<Resource>] {
+        &self.0
+    }
+}
+
+impl AsMut<[Option<Resource>]> for ResponderResources {
+    fn as_mut(&mut self) -> &mut [Option<Resource>] {
+        &mut self.0
+    }
+}
+
 /// The protocol core's transport of a queue pair, as this driver sizes it.
-pub(crate) type Roce = QpTransport<SQ_WINDOW, RESPONDER_RESOURCES>;
+pub(crate) type Roce = QpTransport<SQ_WINDOW, ResponderResources>;
 
 // The protocol state is built on the stack of `modify_qp` before it moves to the heap: keep it
 // small.
-const _: () = assert!(core::mem::size_of::<QpTransport<SQ_WINDOW, RESPONDER_RESOURCES>>() <= 4096);
+const _: () = assert!(core::mem::size_of::<Roce>() <= 4096);
 
 /// The largest receive WQE.
 const MAX_RECV_WQE: usize = param::RECV_WQE_SIZE + param::MAX_SGE as usize * param::SGE_SIZE;
@@ -211,7 +241,7 @@ struct Taken {
 
 /// The transport of one queue pair.
 pub(crate) struct Transport {
-    qp: KBox<QpTransport<SQ_WINDOW, RESPONDER_RESOURCES>>,
+    qp: KBox<Roce>,
     /// The next send queue slot to hand to the requester.
     pub(crate) sq_read: u32,
     /// The last run that took send WQEs stopped at a full window: more may wait in the ring,
@@ -310,7 +340,11 @@ impl Transport {
             attr,
             port_mtu,
         );
-        let qp = KBox::new(QpTransport::new(&cfg).map_err(|_| EINVAL)?, GFP_KERNEL)?;
+        let resources = ResponderResources::new()?;
+        let qp = KBox::new(
+            QpTransport::new(&cfg, resources).map_err(|_| EINVAL)?,
+            GFP_KERNEL,
+        )?;
         Ok(KBox::new(
             Self {
                 qp,

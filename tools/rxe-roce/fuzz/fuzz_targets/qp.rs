@@ -32,10 +32,11 @@ use rxe_roce::roce::opcode::QpType;
 use rxe_roce::roce::packet::Packet;
 use rxe_roce::roce::psn::Psn;
 use rxe_roce::roce::qp::{
-    QpTransport,
-    QpConfig, //
+    QpConfig,
+    QpTransport, //
 };
 use rxe_roce::roce::requester::SendWr;
+use rxe_roce::roce::responder::Resource;
 use rxe_roce::roce::timer::{
     AckTimeout,
     RnrTimer, //
@@ -167,7 +168,7 @@ fuzz_target!(|data: &[u8]| {
         sq_sig_all: sel & 1 != 0,
         srq: false,
     };
-    let mut qp: QpTransport<4, 2> = QpTransport::new(&cfg).unwrap();
+    let mut qp: QpTransport<4, [Option<Resource>; 2]> = QpTransport::new(&cfg, [None; 2]).unwrap();
     let mut mem = Mem([0; 4096]);
     let mut io = Io::default();
     let mut wr_id = 0u64;

@@ -19,6 +19,7 @@
 //!   CRC-32 primitive supplied by the caller.
 //! - [`psn`], [`aeth`], [`timer`], [`mtu`], [`segment`]: transport arithmetic.
 //! - [`reorder`]: requests that came early, held until those before them come.
+//! - [`slots`]: the caller's storage of the transport's larger tables.
 //! - [`wqe`]: decoding send and receive work queue entries from untrusted
 //!   shared memory.
 //! - [`requester`], [`completer`], [`responder`] and [`qp`]: the RC, UC and
@@ -42,5 +43,6 @@ pub mod reorder;
 pub mod requester;
 pub mod responder;
 pub mod segment;
+pub mod slots;
 pub mod timer;
 pub mod wqe;

@@ -7,7 +7,8 @@
 //! responder, a received response to the completer, a fired timer to the
 //! send side. When one side enters the error state, so does the other, and
 //! every outstanding WQE is flushed. Capacities are fixed by the caller: `SQ`
-//! send WQEs in flight and `RES` responder resources (`max_dest_rd_atomic`).
+//! send WQEs in flight and a responder resource (`max_dest_rd_atomic`) per slot of the
+//! storage `RES` it passes in.
 
 use super::io::{
     Clock,
@@ -32,8 +33,12 @@ use super::requester::{
     Requester,
     SendWr, //
 };
-use super::responder::Responder;
+use super::responder::{
+    Resource,
+    Responder, //
+};
 use super::segment::packets_for;
+use super::slots::Slots;
 use super::timer::{
     AckTimeout,
     RetryCounter,
@@ -98,7 +103,7 @@ pub enum TransportState {
 
 /// The transport of one QP.
 #[derive(Debug)]
-pub struct QpTransport<const SQ: usize, const RES: usize> {
+pub struct QpTransport<const SQ: usize, RES: Slots<Resource>> {
     qp_type: QpType,
     mtu: IbMtu,
     /// The send side: requester and completer.
@@ -107,16 +112,17 @@ pub struct QpTransport<const SQ: usize, const RES: usize> {
     pub responder: Responder<RES>,
 }
 
-impl<const SQ: usize, const RES: usize> QpTransport<SQ, RES> {
-    /// Creates the transport of a QP in the ready-to-send state.
-    pub fn new(cfg: &QpConfig) -> Result<Self, ConfigError> {
+impl<const SQ: usize, RES: Slots<Resource>> QpTransport<SQ, RES> {
+    /// Creates the transport of a QP in the ready-to-send state, its responder resources in
+    /// `resources`.
+    pub fn new(cfg: &QpConfig, resources: RES) -> Result<Self, ConfigError> {
         let retry = RetryCounter::transport(cfg.retry_cnt).ok_or(ConfigError::RetryCount)?;
         let rnr = RetryCounter::rnr(cfg.rnr_retry).ok_or(ConfigError::RnrRetry)?;
         Ok(Self {
             qp_type: cfg.qp_type,
             mtu: cfg.mtu,
             requester: Requester::new(cfg, retry, rnr),
-            responder: Responder::new(cfg),
+            responder: Responder::new(cfg, resources),
         })
     }
 

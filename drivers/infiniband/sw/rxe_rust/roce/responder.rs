@@ -60,6 +60,7 @@ use super::psn::{
 };
 use super::qp::QpConfig;
 use super::segment::packets_for;
+use super::slots::Slots;
 use super::timer::RnrTimer;
 
 /// Bytes at the start of a UD receive buffer left for the GRH.
@@ -88,7 +89,7 @@ enum ResourceKind {
 
 /// A responder resource: a READ or atomic carried out, kept for duplicates.
 #[derive(Clone, Copy, Debug)]
-struct Resource {
+pub struct Resource {
     first_psn: Psn,
     npsn: u32,
     msn: Msn,
@@ -138,9 +139,9 @@ fn check_dma_len(pkt: &Packet<'_>) -> Result<(), Fault> {
     }
 }
 
-/// The receive side of a QP, with `R` responder resources.
+/// The receive side of a QP, with a responder resource per slot of `R`.
 #[derive(Debug)]
-pub struct Responder<const R: usize> {
+pub struct Responder<R: Slots<Resource>> {
     qp_type: QpType,
     dest_qpn: u32,
     pkey: u16,
@@ -160,7 +161,7 @@ pub struct Responder<const R: usize> {
     recv: Option<RecvSlot>,
     /// UC: drop packets until the next First or Only.
     drop_msg: bool,
-    resources: [Option<Resource>; R],
+    resources: R,
     res_next: usize,
     /// A READ response left unfinished when transmit buffers ran out: it is resumed by
     /// [`Responder::resume`] before any other request is handled.
@@ -172,9 +173,11 @@ pub struct Responder<const R: usize> {
     srq: bool,
 }
 
-impl<const R: usize> Responder<R> {
-    /// Creates the receive side of a QP in the ready-to-receive state.
-    pub fn new(cfg: &QpConfig) -> Self {
+impl<R: Slots<Resource>> Responder<R> {
+    /// Creates the receive side of a QP in the ready-to-receive state, keeping its responder
+    /// resources in `resources` (whatever they held is dropped).
+    pub fn new(cfg: &QpConfig, mut resources: R) -> Self {
+        resources.as_mut().fill(None);
         Self {
             qp_type: cfg.qp_type,
             dest_qpn: cfg.dest_qpn,
@@ -190,7 +193,7 @@ impl<const R: usize> Responder<R> {
             msg: None,
             recv: None,
             drop_msg: false,
-            resources: [None; R],
+            resources,
             res_next: 0,
             read_cursor: None,
             held: None,
@@ -376,7 +379,7 @@ impl<const R: usize> Responder<R> {
         let psn = pkt.psn();
         match pkt.opcode().class() {
             OpClass::RdmaRead => {
-                let found = self.resources.iter().flatten().copied().find(|r| {
+                let found = self.resources.as_ref().iter().flatten().copied().find(|r| {
                     matches!(r.kind, ResourceKind::Read { .. })
                         && psn.in_window(r.first_psn, r.npsn)
                 });
@@ -423,7 +426,7 @@ impl<const R: usize> Responder<R> {
             }
             OpClass::Atomic => {
                 let found =
-                    self.resources.iter().flatten().copied().find(|r| {
+                    self.resources.as_ref().iter().flatten().copied().find(|r| {
                         matches!(r.kind, ResourceKind::Atomic { .. }) && r.first_psn == psn
                     });
                 match found {
@@ -636,10 +639,15 @@ impl<const R: usize> Responder<R> {
     }
 
     fn store(&mut self, res: Resource) {
-        if let Some(slot) = self.resources.get_mut(self.res_next) {
+        let slots = self.resources.as_mut();
+        if let Some(slot) = slots.get_mut(self.res_next) {
             *slot = Some(res);
         }
-        self.res_next = self.res_next.wrapping_add(1).checked_rem(R).unwrap_or(0);
+        self.res_next = self
+            .res_next
+            .wrapping_add(1)
+            .checked_rem(slots.len())
+            .unwrap_or(0);
     }
 
     /// Sends the responses of a READ from response `from` on; the response starts at `first`;
