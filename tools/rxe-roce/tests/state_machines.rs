@@ -335,24 +335,9 @@ impl Output for Io {
     }
 }
 
-/// Responder resources in a buffer allocated at run time, as the kernel keeps them.
-#[derive(Debug)]
-struct HeapResources(Vec<Option<Resource>>);
-
-impl AsRef<[Option<Resource>]> for HeapResources {
-    fn as_ref(&self) -> &[Option<Resource>] {
-        &self.0
-    }
-}
-
-impl AsMut<[Option<Resource>]> for HeapResources {
-    fn as_mut(&mut self) -> &mut [Option<Resource>] {
-        &mut self.0
-    }
-}
-
 struct End {
-    qp: QpTransport<8, HeapResources>,
+    // The responder's resources in a vector, as the kernel keeps them.
+    qp: QpTransport<8, Vec<Option<Resource>>>,
     mem: Mem,
     io: Io,
 }
@@ -470,7 +455,7 @@ fn pair_resources(
             srq,
         };
         End {
-            qp: QpTransport::new(&cfg, HeapResources(vec![None; resources])).unwrap(),
+            qp: QpTransport::new(&cfg, vec![None; resources]).unwrap(),
             mem: Mem::new(),
             io: Io::default(),
         }

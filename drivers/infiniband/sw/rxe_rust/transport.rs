@@ -155,35 +155,11 @@ const RUN_JIFFIES: u64 = RUN_NANOS.div_ceil(NSEC_PER_JIFFY) + 1;
 const RESPONDER_RESOURCES: usize = 128;
 const _: () = assert!(RESPONDER_RESOURCES == param::MAX_QP_RD_ATOM as usize);
 
-/// The responder's resources, in a table allocated once at its full size when the transport
-/// is built: at 128 of them it would not fit in a stack frame with the rest of the state.
-#[derive(Debug)]
-pub(crate) struct ResponderResources(KVec<Option<Resource>>);
-
-impl ResponderResources {
-    fn new() -> Result<Self> {
-        Ok(Self(KVec::from_elem(
-            None,
-            RESPONDER_RESOURCES,
-            GFP_KERNEL,
-        )?))
-    }
-}
-
-impl AsRef<[Option<Resource>]> for ResponderResources {
-    fn as_ref(&self) -> &[Option<Resource>] {
-        &self.0
-    }
-}
-
-impl AsMut<[Option<Resource>]> for ResponderResources {
-    fn as_mut(&mut self) -> &mut [Option<Resource>] {
-        &mut self.0
-    }
-}
-
 /// The protocol core's transport of a queue pair, as this driver sizes it.
-pub(crate) type Roce = QpTransport<SQ_WINDOW, ResponderResources>;
+///
+/// The responder's resources are in a vector allocated once at its full size when the
+/// transport is built: 128 of them would not fit in a stack frame with the rest of the state.
+pub(crate) type Roce = QpTransport<SQ_WINDOW, KVec<Option<Resource>>>;
 
 // The protocol state is built on the stack of `modify_qp` before it moves to the heap: keep it
 // small.
@@ -340,7 +316,7 @@ impl Transport {
             attr,
             port_mtu,
         );
-        let resources = ResponderResources::new()?;
+        let resources = KVec::from_elem(None, RESPONDER_RESOURCES, GFP_KERNEL)?;
         let qp = KBox::new(
             QpTransport::new(&cfg, resources).map_err(|_| EINVAL)?,
             GFP_KERNEL,

@@ -18,6 +18,8 @@
 //! On UC a lost packet drops the rest of its message and the next First or
 //! Only packet starts afresh; on UD each SEND Only is a message of its own.
 
+use core::borrow::BorrowMut;
+
 use super::aeth::{
     NakCode,
     Syndrome, //
@@ -177,7 +179,7 @@ impl<R: Slots<Resource>> Responder<R> {
     /// Creates the receive side of a QP in the ready-to-receive state, keeping its responder
     /// resources in `resources` (whatever they held is dropped).
     pub fn new(cfg: &QpConfig, mut resources: R) -> Self {
-        resources.as_mut().fill(None);
+        BorrowMut::<[Option<Resource>]>::borrow_mut(&mut resources).fill(None);
         Self {
             qp_type: cfg.qp_type,
             dest_qpn: cfg.dest_qpn,
@@ -379,7 +381,7 @@ impl<R: Slots<Resource>> Responder<R> {
         let psn = pkt.psn();
         match pkt.opcode().class() {
             OpClass::RdmaRead => {
-                let found = self.resources.as_ref().iter().flatten().copied().find(|r| {
+                let found = self.slots().iter().flatten().copied().find(|r| {
                     matches!(r.kind, ResourceKind::Read { .. })
                         && psn.in_window(r.first_psn, r.npsn)
                 });
@@ -426,7 +428,7 @@ impl<R: Slots<Resource>> Responder<R> {
             }
             OpClass::Atomic => {
                 let found =
-                    self.resources.as_ref().iter().flatten().copied().find(|r| {
+                    self.slots().iter().flatten().copied().find(|r| {
                         matches!(r.kind, ResourceKind::Atomic { .. }) && r.first_psn == psn
                     });
                 match found {
@@ -638,8 +640,13 @@ impl<R: Slots<Resource>> Responder<R> {
         Ok(npsn)
     }
 
+    /// The responder resources kept.
+    fn slots(&self) -> &[Option<Resource>] {
+        self.resources.borrow()
+    }
+
     fn store(&mut self, res: Resource) {
-        let slots = self.resources.as_mut();
+        let slots: &mut [Option<Resource>] = self.resources.borrow_mut();
         if let Some(slot) = slots.get_mut(self.res_next) {
             *slot = Some(res);
         }
