@@ -6,6 +6,7 @@
 
 use crate::{
     alloc::Flags,
+    append::Append,
     bindings,
     error::to_result,
     prelude::*, //
@@ -237,42 +238,6 @@ impl TxSkb {
         self.len() == 0
     }
 
-    /// Appends `bytes` to the data; fails with `EINVAL` if there is not enough room.
-    pub fn put_slice(&mut self, bytes: &[u8]) -> Result {
-        // SAFETY: The buffer is valid and owned.
-        let room = unsafe { bindings::skb_tailroom(self.as_raw()) };
-        if usize::try_from(room).map_or(true, |r| r < bytes.len()) {
-            return Err(EINVAL);
-        }
-        // SAFETY: There is room for `bytes.len()` more bytes (checked), which `skb_put_data`
-        // then initialises from `bytes`.
-        unsafe { bindings::skb_put_data(self.as_raw(), bytes.as_ptr().cast(), bytes.len() as u32) };
-        Ok(())
-    }
-
-    /// Appends `len` zero bytes to the data and returns them, for the caller to fill in
-    /// place; fails with `EINVAL` if there is not enough room.
-    ///
-    /// Zeroing keeps the bytes initialised; it writes each byte once, where building the data
-    /// elsewhere and appending it with [`TxSkb::put_slice`] reads and writes each byte again.
-    pub fn put_zeroed(&mut self, len: usize) -> Result<&mut [u8]> {
-        // SAFETY: The buffer is valid and owned.
-        let room = unsafe { bindings::skb_tailroom(self.as_raw()) };
-        let n = u32::try_from(len).map_err(|_| EINVAL)?;
-        if usize::try_from(room).map_or(true, |r| r < len) {
-            return Err(EINVAL);
-        }
-        // SAFETY: There is room for `len` more bytes (checked), so `skb_put` extends the data
-        // without failing and returns the first of them, which are then all initialised.
-        // INVARIANT: Every byte up to the new `tail` is initialised.
-        let bytes = unsafe {
-            let p = bindings::skb_put(self.as_raw(), n).cast::<u8>();
-            core::ptr::write_bytes(p, 0, len);
-            core::slice::from_raw_parts_mut(p, len)
-        };
-        Ok(bytes)
-    }
-
     /// Prepends `bytes` to the data; fails with `EINVAL` if there is not enough head room.
     pub fn push_slice(&mut self, bytes: &[u8]) -> Result {
         // SAFETY: The buffer is valid and owned.
@@ -329,6 +294,31 @@ impl TxSkb {
         // A buffer fresh from `alloc` has its network header at `head`, before the data: the
         // offset is then negative, which is "not set" here. `data_mut` checks the range.
         self.data_mut().get_mut(off..)
+    }
+}
+
+/// A packet is built by appending to its buffer's tail room, each byte written once.
+impl Append for TxSkb {
+    fn room(&self) -> usize {
+        // SAFETY: The buffer is valid and owned.
+        let room = unsafe { bindings::skb_tailroom(self.as_raw()) };
+        usize::try_from(room).unwrap_or(0)
+    }
+
+    unsafe fn append_raw(&mut self, src: *const u8, len: usize) -> Result {
+        if self.room() < len {
+            return Err(EINVAL);
+        }
+        let n = u32::try_from(len).map_err(|_| EINVAL)?;
+        // SAFETY: There is tail room for `len` bytes (checked), so `skb_put` extends the data
+        // over them without failing; `src` is readable for `len` bytes that do not overlap
+        // that tail room (the function's contract).
+        // INVARIANT: The copy initialises every byte up to the new `tail`.
+        unsafe {
+            let dst = bindings::skb_put(self.as_raw(), n).cast::<u8>();
+            core::ptr::copy_nonoverlapping(src, dst, len);
+        }
+        Ok(())
     }
 }
 

@@ -7,6 +7,7 @@
 use crate::page::PAGE_SIZE;
 use crate::{
     alloc::KVVec,
+    append::Append,
     bindings,
     error::{
         from_err_ptr,
@@ -173,14 +174,20 @@ impl Umem {
         })
     }
 
-    /// Copies `dst.len()` bytes from byte `offset` of the range into `dst`.
+    /// Appends to `dst` the `len` bytes from byte `offset` of the range.
     ///
-    /// Fails with `EINVAL` (copying nothing) unless the whole span is inside the range.
-    pub fn read(&self, offset: usize, dst: &mut [u8]) -> Result {
-        self.for_each_piece(offset, dst.len(), |va, range| {
+    /// Fails with `EINVAL` (appending nothing) unless the whole span is inside the range and
+    /// fits in `dst`. The process may write the same memory at the same time: its bytes are
+    /// plain data.
+    pub fn read_to(&self, offset: usize, len: usize, dst: &mut (impl Append + ?Sized)) -> Result {
+        if dst.room() < len {
+            return Err(EINVAL);
+        }
+        self.for_each_piece(offset, len, |va, range| {
             // SAFETY: `va` maps the piece's bytes of a pinned page of the range (the
-            // callback's contract).
-            unsafe { piece_to(dst, va, range) }
+            // callback's contract), a page of the process's, which no buffer of the kernel's
+            // lies in. It fits: the whole span does (checked).
+            let _ = unsafe { dst.append_raw(va, range.len()) };
         })
     }
 
@@ -231,19 +238,6 @@ impl Umem {
             pos += chunk;
         }
         Ok(())
-    }
-}
-
-/// Copies a piece of a span, mapped at `va`, to its place `range` in `dst`; nothing if
-/// `range` is not inside `dst`.
-///
-/// # Safety
-///
-/// `va` is valid for reads of `range.len()` bytes that `dst` does not overlap.
-pub(super) unsafe fn piece_to(dst: &mut [u8], va: *const u8, range: core::ops::Range<usize>) {
-    if let Some(d) = dst.get_mut(range) {
-        // SAFETY: `va` is readable for `d.len()` bytes (the function's contract); `d` is ours.
-        unsafe { core::ptr::copy_nonoverlapping(va, d.as_mut_ptr(), d.len()) };
     }
 }
 

@@ -14,6 +14,7 @@
 use crate::page::PAGE_SIZE;
 use crate::{
     alloc::flags::__GFP_NOWARN,
+    append::Append,
     bindings,
     error::from_err_ptr,
     prelude::*,
@@ -22,10 +23,7 @@ use crate::{
         driver::Driver,
         mr::AccessFlags,
         udata::UData,
-        umem::{
-            piece_from,
-            piece_to, //
-        },
+        umem::piece_from, //
     },
     sync::{
         Mutex,
@@ -387,16 +385,22 @@ impl OdpUmem {
         })
     }
 
-    /// Copies `dst.len()` bytes from byte `offset` of the range into `dst`, if their pages
-    /// are present. Does not sleep.
+    /// Appends to `dst` the `len` bytes from byte `offset` of the range, if their pages are
+    /// present. Does not sleep.
     ///
-    /// Fails with `EINVAL` outside the range, and with `EAGAIN` if a page of the span is not
-    /// present ([`OdpUmem::fault`] it in, then try again); either way `dst` may hold a
-    /// prefix of the bytes.
-    pub fn read(&self, offset: usize, dst: &mut [u8]) -> Result {
-        self.for_each_piece(offset, dst.len(), false, |va, range| {
-            // SAFETY: `va` maps the piece's bytes of a present page (the callback's contract).
-            unsafe { piece_to(dst, va, range) }
+    /// Fails with `EINVAL` outside the range or if the bytes do not fit in `dst` (appending
+    /// nothing), and with `EAGAIN` if a page of the span is not present ([`OdpUmem::fault`]
+    /// it in, then try again), having appended a prefix of the bytes. The process may write
+    /// the same memory at the same time: its bytes are plain data.
+    pub fn read_to(&self, offset: usize, len: usize, dst: &mut (impl Append + ?Sized)) -> Result {
+        if dst.room() < len {
+            return Err(EINVAL);
+        }
+        self.for_each_piece(offset, len, false, |va, range| {
+            // SAFETY: `va` maps the piece's bytes of a present page (the callback's contract),
+            // a page of the process's, which no buffer of the kernel's lies in. It fits: the
+            // whole span does (checked).
+            let _ = unsafe { dst.append_raw(va, range.len()) };
         })
     }
 

@@ -10,6 +10,10 @@
 //! copies to and from them with the CPU where hardware would use DMA.
 
 use crate::{
+    append::{
+        Append,
+        SliceAppender, //
+    },
     bindings,
     page::PAGE_SIZE,
     prelude::*, //
@@ -44,12 +48,23 @@ impl VirtDma {
     /// directly mapped memory. The consumer may write the same memory at the same time (a
     /// buffer it reuses too early): its bytes are plain data.
     pub fn read(&self, addr: u64, dst: &mut [u8]) -> Result {
-        Self::for_each_piece(addr, dst.len(), |va, range| {
-            let d = dst.get_mut(range).ok_or(EINVAL)?;
-            // SAFETY: `va` maps `d.len()` bytes of a page of the span (the callback's
-            // contract); `d` is ours.
-            unsafe { core::ptr::copy_nonoverlapping(va, d.as_mut_ptr(), d.len()) };
-            Ok(())
+        self.read_to(addr, dst.len(), &mut SliceAppender::new(dst))
+    }
+
+    /// Appends to `dst` the `len` bytes at virtual DMA address `addr`.
+    ///
+    /// Fails with `EINVAL` (appending nothing) if they do not fit in `dst`, and with `EFAULT`,
+    /// having appended a prefix at most, if a page of the span is not directly mapped memory.
+    /// The consumer may write the same memory at the same time: its bytes are plain data.
+    pub fn read_to(&self, addr: u64, len: usize, dst: &mut (impl Append + ?Sized)) -> Result {
+        if dst.room() < len {
+            return Err(EINVAL);
+        }
+        Self::for_each_piece(addr, len, |va, range| {
+            // SAFETY: `va` maps `range.len()` bytes of a page of the span (the callback's
+            // contract), memory the consumer mapped for the device (type invariant), which is
+            // not the free space of a buffer the caller holds.
+            unsafe { dst.append_raw(va, range.len()) }
         })
     }
 

@@ -32,6 +32,7 @@ use rxe_roce::roce::io::{
     Output,
     RecvSlot,
     TimerId, //
+    TxBuffer,
 };
 use rxe_roce::roce::memory::{
     Access,
@@ -66,13 +67,21 @@ const MESSAGE: usize = 1 << 20;
 struct Mem(Vec<u8>);
 
 impl MemoryAccess for Mem {
-    fn gather(&mut self, _wqe: WqeRef, offset: u32, dst: &mut [u8]) -> Result<(), AccessError> {
+    type Buffer = Vec<u8>;
+
+    fn gather(
+        &mut self,
+        _wqe: WqeRef,
+        offset: u32,
+        len: usize,
+        dst: &mut Vec<u8>,
+    ) -> Result<(), AccessError> {
         let start = offset as usize;
         let src = self
             .0
-            .get(start..start + dst.len())
+            .get(start..start + len)
             .ok_or(AccessError::TooShort)?;
-        dst.copy_from_slice(src);
+        dst.put(src);
         Ok(())
     }
 
@@ -84,7 +93,13 @@ impl MemoryAccess for Mem {
         Err(AccessError::InvalidKey)
     }
 
-    fn read_remote(&mut self, _: u32, _: u64, _: &mut [u8]) -> Result<(), AccessError> {
+    fn read_remote(
+        &mut self,
+        _: u32,
+        _: u64,
+        _: usize,
+        _: &mut Vec<u8>,
+    ) -> Result<(), AccessError> {
         Err(AccessError::InvalidKey)
     }
 
@@ -129,9 +144,12 @@ impl Clock for Io {
 }
 
 impl Output for Io {
-    fn tx_buffer(&mut self, len: usize, _: Destination) -> Option<&mut [u8]> {
-        // Same length packet after packet: no zero-fill once the buffer has grown.
-        self.buf.resize(len, 0);
+    type Buffer = Vec<u8>;
+
+    fn tx_buffer(&mut self, len: usize, _: Destination) -> Option<&mut Vec<u8>> {
+        // Appended to: no zero-fill, and no allocation once the buffer has grown.
+        self.buf.clear();
+        self.buf.reserve(len);
         Some(&mut self.buf)
     }
 

@@ -46,6 +46,7 @@ use crate::roce::io::{
     Output,
     RecvSlot,
     TimerId,
+    TxBuffer,
     WcOpcode,
     WcStatus,
     WorkQueue, //
@@ -440,21 +441,34 @@ impl SimMem {
     }
 }
 
+/// The host's packet buffer: a vector, appended to.
+impl TxBuffer for Vec<u8> {
+    fn put(&mut self, bytes: &[u8]) {
+        self.extend_from_slice(bytes);
+    }
+}
+
 impl MemoryAccess for SimMem {
-    fn gather(&mut self, wqe: WqeRef, offset: u32, dst: &mut [u8]) -> Result<(), AccessError> {
+    type Buffer = Vec<u8>;
+
+    fn gather(
+        &mut self,
+        wqe: WqeRef,
+        offset: u32,
+        len: usize,
+        dst: &mut Vec<u8>,
+    ) -> Result<(), AccessError> {
         match self.sges(wqe)? {
             LocalData::Inline(data) => {
                 let start = offset as usize;
-                let src = data
-                    .get(start..start + dst.len())
-                    .ok_or(AccessError::TooShort)?;
-                dst.copy_from_slice(src);
+                let src = data.get(start..start + len).ok_or(AccessError::TooShort)?;
+                dst.put(src);
                 Ok(())
             }
             LocalData::Sges(sges) => {
-                for_each_chunk(&sges, offset, dst.len(), |sge, addr, r| {
+                for_each_chunk(&sges, offset, len, |sge, addr, r| {
                     let off = self.range(sge.lkey(), addr, r.len(), Access::NONE)?;
-                    dst[r.clone()].copy_from_slice(&self.bytes[off..off + r.len()]);
+                    dst.put(&self.bytes[off..off + r.len()]);
                     Ok(())
                 })?;
                 self.page()
@@ -497,10 +511,16 @@ impl MemoryAccess for SimMem {
         self.page()
     }
 
-    fn read_remote(&mut self, rkey: u32, va: u64, dst: &mut [u8]) -> Result<(), AccessError> {
-        let off = self.range(rkey, va, dst.len(), Access::REMOTE_READ)?;
+    fn read_remote(
+        &mut self,
+        rkey: u32,
+        va: u64,
+        len: usize,
+        dst: &mut Vec<u8>,
+    ) -> Result<(), AccessError> {
+        let off = self.range(rkey, va, len, Access::REMOTE_READ)?;
         self.page()?;
-        dst.copy_from_slice(&self.bytes[off..off + dst.len()]);
+        dst.put(&self.bytes[off..off + len]);
         Ok(())
     }
 
@@ -586,17 +606,25 @@ impl Clock for SimIo {
 }
 
 impl Output for SimIo {
-    fn tx_buffer(&mut self, len: usize, _dest: Destination) -> Option<&mut [u8]> {
+    type Buffer = Vec<u8>;
+
+    fn tx_buffer(&mut self, len: usize, _dest: Destination) -> Option<&mut Vec<u8>> {
         if self.tx_rng.chance(self.tx_full_ppm) {
             self.tx_blocked = true;
             return None;
         }
-        self.tx.resize(len, 0);
+        self.tx.clear();
+        self.tx.reserve(len);
         Some(&mut self.tx)
     }
 
     fn transmit(&mut self, len: usize, _dest: Destination) {
-        self.outbox.push(self.tx[..len].to_vec());
+        assert_eq!(
+            self.tx.len(),
+            len,
+            "the packet appended is as long as announced"
+        );
+        self.outbox.push(self.tx.clone());
     }
 
     fn complete(&mut self, completion: Completion) {

@@ -31,6 +31,7 @@ use core::{
     },
 };
 use kernel::{
+    append::Append,
     new_spinlock_irq,
     page::PAGE_SIZE,
     prelude::*,
@@ -126,30 +127,40 @@ impl MrShared {
         Ok(off)
     }
 
-    /// Copies from byte `off` of the region (checked by [`MrShared::check`]).
-    pub(crate) fn read(&self, off: u64, dst: &mut [u8]) -> core::result::Result<(), AccessError> {
+    /// Appends to `dst` the `len` bytes from byte `off` of the region (checked by
+    /// [`MrShared::check`]).
+    pub(crate) fn read(
+        &self,
+        off: u64,
+        len: usize,
+        dst: &mut dyn Append,
+    ) -> core::result::Result<(), AccessError> {
         match &self.memory {
             Memory::User { umem } => umem
-                .read(
+                .read_to(
                     usize::try_from(off).map_err(|_| AccessError::OutOfRange)?,
+                    len,
                     dst,
                 )
                 .map_err(|_| AccessError::OutOfRange),
             #[cfg(CONFIG_INFINIBAND_ON_DEMAND_PAGING)]
             Memory::Odp { umem } => umem
-                .read(
+                .read_to(
                     usize::try_from(off).map_err(|_| AccessError::OutOfRange)?,
+                    len,
                     dst,
                 )
                 .map_err(odp_error),
             // The region starts at address 0: the offset is the virtual DMA address.
-            Memory::Dma(dma) => dma.read(off, dst).map_err(|_| AccessError::OutOfRange),
+            Memory::Dma(dma) => dma
+                .read_to(off, len, dst)
+                .map_err(|_| AccessError::OutOfRange),
             Memory::Fast { pages, dma } => {
                 pages
                     .lock()
-                    .for_each_piece(self.iova.load(Relaxed), off, dst.len(), |addr, r| {
-                        let d = dst.get_mut(r).ok_or(AccessError::TooShort)?;
-                        dma.read(addr, d).map_err(|_| AccessError::OutOfRange)
+                    .for_each_piece(self.iova.load(Relaxed), off, len, |addr, r| {
+                        dma.read_to(addr, r.len(), dst)
+                            .map_err(|_| AccessError::OutOfRange)
                     })
             }
         }

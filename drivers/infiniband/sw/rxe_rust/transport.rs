@@ -86,17 +86,21 @@ use crate::{
     tx::{
         self,
         Path,
-        RouteCache, //
+        RouteCache,
+        TxBuf, //
     },
 };
 use core::cell::RefCell;
 use kernel::{
+    append::{
+        Append,
+        SliceAppender, //
+    },
     net::{
         device::NetDevice,
         skbuff::{
             SkBuff,
-            SkbDropReason,
-            TxSkb, //
+            SkbDropReason, //
         },
     },
     prelude::*,
@@ -625,7 +629,7 @@ pub(crate) fn with_io_budget<R>(
         route,
         timers,
         tx,
-        skb: None,
+        buf: None,
         discard: false,
         path_now: None,
         out,
@@ -699,11 +703,18 @@ impl Mem<'_> {
         f(&mr, off)
     }
 
-    /// Reads `dst.len()` bytes at `va` of the region `key` grants `need` on.
-    fn read(&self, key: u32, va: u64, dst: &mut [u8], need: Access) -> Result<(), AccessError> {
+    /// Appends to `dst` the `len` bytes at `va` of the region `key` grants `need` on.
+    fn read(
+        &self,
+        key: u32,
+        va: u64,
+        len: usize,
+        dst: &mut dyn Append,
+        need: Access,
+    ) -> Result<(), AccessError> {
         self.with_region(key, |mr| {
-            let off = mr.check(key, self.env.shared.pd, va, dst.len(), need)?;
-            self.read_at(mr, off, dst)
+            let off = mr.check(key, self.env.shared.pd, va, len, need)?;
+            self.read_at(mr, off, len, dst)
         })
     }
 
@@ -715,13 +726,17 @@ impl Mem<'_> {
         })
     }
 
-    /// Reads `dst.len()` bytes at byte `off` of `mr` (checked), noting a page not present
-    /// for the fault work.
-    fn read_at(&self, mr: &MrShared, off: u64, dst: &mut [u8]) -> Result<(), AccessError> {
-        match mr.read(off, dst) {
-            Err(AccessError::NotPresent) => {
-                Err(odp::note(self.env.shared, mr, off, dst.len(), false))
-            }
+    /// Appends to `dst` the `len` bytes at byte `off` of `mr` (checked), noting a page not
+    /// present for the fault work.
+    fn read_at(
+        &self,
+        mr: &MrShared,
+        off: u64,
+        len: usize,
+        dst: &mut dyn Append,
+    ) -> Result<(), AccessError> {
+        match mr.read(off, len, dst) {
+            Err(AccessError::NotPresent) => Err(odp::note(self.env.shared, mr, off, len, false)),
             r => r,
         }
     }
@@ -826,7 +841,16 @@ impl Mem<'_> {
 }
 
 impl MemoryAccess for Mem<'_> {
-    fn gather(&mut self, wqe: WqeRef, offset: u32, dst: &mut [u8]) -> Result<(), AccessError> {
+    type Buffer = TxBuf;
+
+    fn gather(
+        &mut self,
+        wqe: WqeRef,
+        offset: u32,
+        len: usize,
+        dst: &mut TxBuf,
+    ) -> Result<(), AccessError> {
+        let dst = dst.as_append();
         let WqeRef::Send(slot) = wqe else {
             return Err(AccessError::AccessDenied);
         };
@@ -839,14 +863,12 @@ impl MemoryAccess for Mem<'_> {
             WqeData::Inline(data) => {
                 let start = offset as usize;
                 let src = data
-                    .get(start..start.saturating_add(dst.len()))
+                    .get(start..start.saturating_add(len))
                     .ok_or(AccessError::TooShort)?;
-                dst.copy_from_slice(src);
-                Ok(())
+                dst.append(src).map_err(|_| AccessError::TooShort)
             }
-            WqeData::Sges(sges) => for_each_chunk(sges, offset, dst.len(), |sge, addr, r| {
-                let d = dst.get_mut(r).ok_or(AccessError::TooShort)?;
-                self.read(sge.lkey(), addr, d, Access::NONE)
+            WqeData::Sges(sges) => for_each_chunk(sges, offset, len, |sge, addr, r| {
+                self.read(sge.lkey(), addr, r.len(), dst, Access::NONE)
             }),
         }
     }
@@ -907,9 +929,16 @@ impl MemoryAccess for Mem<'_> {
         })
     }
 
-    fn read_remote(&mut self, rkey: u32, va: u64, dst: &mut [u8]) -> Result<(), AccessError> {
-        self.with_remote(rkey, va, dst.len(), Access::REMOTE_READ, |mr, off| {
-            self.read_at(mr, off, dst)
+    fn read_remote(
+        &mut self,
+        rkey: u32,
+        va: u64,
+        len: usize,
+        dst: &mut TxBuf,
+    ) -> Result<(), AccessError> {
+        let dst = dst.as_append();
+        self.with_remote(rkey, va, len, Access::REMOTE_READ, |mr, off| {
+            self.read_at(mr, off, len, dst)
         })
     }
 
@@ -932,7 +961,7 @@ impl MemoryAccess for Mem<'_> {
             // write, the write fails whole: nothing changed, and the request is retried.
             self.check_present(mr, off, 8, true)?;
             let mut b = [0u8; 8];
-            self.read_at(mr, off, &mut b)?;
+            self.read_at(mr, off, 8, &mut SliceAppender::new(&mut b))?;
             let orig = u64::from_ne_bytes(b);
             self.write_at(mr, off, &op.apply(orig).to_ne_bytes())?;
             Ok(orig)
@@ -989,9 +1018,10 @@ pub(crate) struct Io<'a> {
     path: &'a Path,
     route: &'a mut RouteCache,
     timers: &'a mut [Option<u64>; 2],
+    /// The buffer of a packet that goes nowhere, kept from run to run.
     tx: &'a mut KVec<u8>,
-    /// The buffer of the packet being built for another host ([`tx::alloc`]), if it is one.
-    skb: Option<TxSkb>,
+    /// The buffer of the packet being built.
+    buf: Option<TxBuf>,
     /// The packet being built goes nowhere: its skb could not be allocated.
     discard: bool,
     /// The path of the packet being built, looked up once for its buffer and its
@@ -1065,42 +1095,72 @@ impl Io<'_> {
     }
 }
 
+impl Io<'_> {
+    /// Drops the buffer of the packet built last, if it was not sent; the transmit buffer of
+    /// a packet that goes nowhere is kept for the next one.
+    fn drop_buffer(&mut self) {
+        let buf = self.buf.take();
+        if let (Some(TxBuf::Local(v)), true) = (buf, core::mem::take(&mut self.discard)) {
+            *self.tx = v;
+        }
+    }
+}
+
 impl Output for Io<'_> {
-    fn tx_buffer(&mut self, len: usize, dest: Destination) -> Option<&mut [u8]> {
+    type Buffer = TxBuf;
+
+    fn tx_buffer(&mut self, len: usize, dest: Destination) -> Option<&mut TxBuf> {
         if self.budget == Some(0) {
             self.ran_dry = true;
             return None;
         }
-        self.skb = None;
-        self.discard = false;
+        self.drop_buffer();
         self.path_now = self.path_of(dest);
-        // A packet for another host is built in the skb it leaves in. One for a queue pair of
-        // this device is built in the transmit buffer and copied into the packet queued to it:
-        // building that copy in place instead (zeroed first, as the skb is) was no faster on
-        // loopback (rxe_rust-datapath.rst).
-        if self.path_now.is_some_and(|p| p.dmac != self.env.own_mac) {
-            match self
-                .env
-                .ndev
-                .map_or(Err(ENODEV), |ndev| tx::alloc(ndev, len))
-            {
-                Ok(skb) => return Some(self.skb.insert(skb).data_mut()),
-                // No buffer (or no netdevice any more): the packet is built in the transmit
-                // buffer and discarded, lost as on a congested link but counted, as a failed
-                // send is (the requester of a reliable connection retries). Refusing the
-                // buffer instead would stop the requester with nothing to wake it.
-                Err(_) => {
-                    self.env.counters.inc(Counter::SendErr);
-                    self.discard = true;
-                    self.netdev_gone |= self.env.ndev.is_none();
+        // A packet for another host is built in the skb it leaves in; one for a queue pair of
+        // this device in the vector queued to it, after the GRH a datagram's receiver gets.
+        // Either is appended to, each byte written once.
+        let grh_len = match dest {
+            Destination::AddressHandle(_) => GRH_LEN,
+            Destination::Connected => 0,
+        };
+        match self.path_now {
+            Some(path) if path.dmac != self.env.own_mac => {
+                match self
+                    .env
+                    .ndev
+                    .map_or(Err(ENODEV), |ndev| tx::alloc(ndev, len))
+                {
+                    Ok(skb) => return Some(self.buf.insert(TxBuf::Skb(skb))),
+                    // No buffer (or no netdevice any more): the packet is built in the
+                    // transmit buffer and discarded, lost as on a congested link but
+                    // counted, as a failed send is (the requester of a reliable connection
+                    // retries). Refusing the buffer instead would stop the requester with
+                    // nothing to wake it.
+                    Err(_) => {
+                        self.env.counters.inc(Counter::SendErr);
+                        self.netdev_gone |= self.env.ndev.is_none();
+                    }
                 }
             }
+            Some(path) => {
+                let mut v = KVec::new();
+                if v.reserve(grh_len + len, GFP_ATOMIC).is_ok() {
+                    if grh_len > 0 {
+                        let _ = v.append(&tx::grh_of(&path, len));
+                    }
+                    return Some(self.buf.insert(TxBuf::Local(v)));
+                }
+                // No memory: discarded as above.
+                self.env.counters.inc(Counter::SendErr);
+            }
+            // The address handle is gone: built and discarded, counted when it is sent.
+            None => {}
         }
-        // No zero-fill per packet: the builder writes every byte of a packet it sends.
-        if self.tx.len() < len {
-            self.tx.resize(len, 0, GFP_ATOMIC).ok()?;
-        }
-        self.tx.get_mut(..len)
+        let mut v = core::mem::take(self.tx);
+        v.clear();
+        v.reserve(len, GFP_ATOMIC).ok()?;
+        self.discard = true;
+        Some(self.buf.insert(TxBuf::Local(v)))
     }
 
     fn may_send_request(&mut self) -> bool {
@@ -1125,66 +1185,63 @@ impl Output for Io<'_> {
             *b = b.saturating_sub(1);
         }
         self.sent = true;
-        if core::mem::take(&mut self.discard) {
-            // Counted when its buffer could not be allocated.
+        if self.discard {
+            // Counted when its buffer could not be allocated, or below if it had no path.
+            if self.path_now.take().is_none() {
+                self.env.counters.inc(Counter::SendErr);
+            }
+            self.drop_buffer();
             return;
         }
-        let skb = self.skb.take();
+        let buf = self.buf.take();
         let Some(path) = self.path_now.take() else {
             self.env.counters.inc(Counter::SendErr);
             return;
         };
-        if let Some(skb) = skb {
-            // Another host: lost as on a congested link if it cannot go (the requester of a
-            // reliable connection retries), but counted. Traced once sent, from its BTH read
-            // before the buffer goes.
-            let fields = xmit_fields(self.env.shared, skb.data());
-            let lqpn = self.env.shared.number();
-            let sent = skb.len() as usize == len
-                && self
-                    .env
-                    .ndev
-                    .is_some_and(|ndev| tx::send(ndev, self.route, &path, lqpn, skb).is_ok());
-            if sent {
-                self.env.counters.add(Counter::SentBytes, len as u64);
-                if let Some(f) = &fields {
-                    trace::xmit(f);
+        match buf {
+            Some(TxBuf::Skb(skb)) => {
+                // Another host: lost as on a congested link if it cannot go (the requester of
+                // a reliable connection retries), but counted. Traced once sent, from its BTH
+                // read before the buffer goes.
+                let fields = xmit_fields(self.env.shared, skb.data());
+                let lqpn = self.env.shared.number();
+                let sent = skb.len() as usize == len
+                    && self
+                        .env
+                        .ndev
+                        .is_some_and(|ndev| tx::send(ndev, self.route, &path, lqpn, skb).is_ok());
+                if sent {
+                    self.env.counters.add(Counter::SentBytes, len as u64);
+                    if let Some(f) = &fields {
+                        trace::xmit(f);
+                    }
+                } else {
+                    self.env.counters.inc(Counter::SendErr);
                 }
-            } else {
-                self.env.counters.inc(Counter::SendErr);
             }
-            return;
-        }
-        let Some(bytes) = self.tx.get(..len) else {
-            return;
-        };
-        // A datagram's receiver gets the GRH it would have had on the wire.
-        let grh = match dest {
-            Destination::AddressHandle(_) => Some(tx::grh_of(&path, len)),
-            Destination::Connected => None,
-        };
-        let mut p = KVec::new();
-        let copied = match &grh {
-            Some(g) => {
-                p.reserve(GRH_LEN + len, GFP_ATOMIC).is_ok()
-                    && p.extend_from_slice(g, GFP_ATOMIC).is_ok()
-                    && p.extend_from_slice(bytes, GFP_ATOMIC).is_ok()
+            Some(TxBuf::Local(v)) => {
+                let datagram = matches!(dest, Destination::AddressHandle(_));
+                let grh_len = if datagram { GRH_LEN } else { 0 };
+                let fields = v
+                    .get(grh_len..)
+                    .and_then(|b| xmit_fields(self.env.shared, b));
+                let whole = v.len() == grh_len + len;
+                let packet = if datagram {
+                    Packet::LocalDatagram(v)
+                } else {
+                    Packet::Local(v)
+                };
+                if whole && self.out.push(packet, GFP_ATOMIC).is_ok() {
+                    self.env.counters.add(Counter::SentBytes, len as u64);
+                    if let Some(f) = &fields {
+                        trace::xmit(f);
+                    }
+                } else {
+                    // Lost as on a congested link (the transport retries), but counted.
+                    self.env.counters.inc(Counter::SendErr);
+                }
             }
-            None => p.extend_from_slice(bytes, GFP_ATOMIC).is_ok(),
-        };
-        let fields = xmit_fields(self.env.shared, bytes);
-        let packet = match grh {
-            Some(_) => Packet::LocalDatagram(p),
-            None => Packet::Local(p),
-        };
-        if copied && self.out.push(packet, GFP_ATOMIC).is_ok() {
-            self.env.counters.add(Counter::SentBytes, len as u64);
-            if let Some(f) = &fields {
-                trace::xmit(f);
-            }
-        } else {
-            // Lost as on a congested link (the transport retries), but counted.
-            self.env.counters.inc(Counter::SendErr);
+            None => self.env.counters.inc(Counter::SendErr),
         }
     }
 

@@ -15,10 +15,12 @@ use crate::{
             ICRC_LEN,
             IPPROTO_UDP,
         },
+        io::TxBuffer,
         responder::GRH_LEN,
     },
 };
 use kernel::{
+    append::Append,
     net::{device::NetDevice, route::Dst, skbuff::TxSkb},
     prelude::*,
     rdma::{
@@ -120,15 +122,39 @@ fn headroom(ndev: &NetDevice) -> u32 {
         + (core::mem::size_of::<Ipv6Header>() + core::mem::size_of::<UdpHeader>()) as u32
 }
 
-/// Allocates the buffer of a `len`-byte packet for another host and returns it with the
-/// packet's `len` bytes zeroed, for the protocol core to build the packet in place and
-/// [`send`] to send it: the packet is written into the buffer the netdevice sends, once.
+/// Allocates the buffer of a `len`-byte packet for another host, empty, for the protocol core
+/// to append the packet to and [`send`] to send it: the packet is written into the buffer the
+/// netdevice sends, each byte once.
 ///
 /// Errors: `ENOMEM` if no buffer was left, `EINVAL` if `len` does not fit one.
 pub(crate) fn alloc(ndev: &NetDevice, len: usize) -> Result<TxSkb> {
-    let mut skb = TxSkb::alloc(headroom(ndev), u32::try_from(len)?, GFP_ATOMIC)?;
-    skb.put_zeroed(len)?;
-    Ok(skb)
+    TxSkb::alloc(headroom(ndev), u32::try_from(len)?, GFP_ATOMIC)
+}
+
+/// The buffer a packet is built in, appended to (the protocol core's `Output::Buffer`).
+pub(crate) enum TxBuf {
+    /// For another host: the socket buffer it leaves in ([`alloc`]).
+    Skb(TxSkb),
+    /// For a queue pair of this device, or for nowhere (no socket buffer could be had): a
+    /// vector with room for the packet, after the GRH for a datagram.
+    Local(KVec<u8>),
+}
+
+impl TxBuf {
+    /// Returns the buffer as something bytes are appended to.
+    pub(crate) fn as_append(&mut self) -> &mut dyn Append {
+        match self {
+            Self::Skb(skb) => skb,
+            Self::Local(v) => v,
+        }
+    }
+}
+
+impl TxBuffer for TxBuf {
+    fn put(&mut self, bytes: &[u8]) {
+        // A packet that does not fit is found short when it is sent, and not sent.
+        let _ = self.as_append().append(bytes);
+    }
 }
 
 /// Sends the packet in `skb` (a UDP payload from its BTH to its ICRC, whose four bytes are

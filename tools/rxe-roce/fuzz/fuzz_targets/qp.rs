@@ -16,6 +16,7 @@ use rxe_roce::roce::io::{
     Destination,
     Instant,
     Output,
+    TxBuffer,
     RecvSlot,
     TimerId,
     WorkQueue, //
@@ -62,9 +63,10 @@ impl Mem {
 }
 
 impl MemoryAccess for Mem {
-    fn gather(&mut self, _: WqeRef, offset: u32, dst: &mut [u8]) -> Result<(), AccessError> {
-        let len = dst.len();
-        dst.copy_from_slice(self.at(1, u64::from(offset), len)?);
+    type Buffer = Vec<u8>;
+
+    fn gather(&mut self, _: WqeRef, offset: u32, len: usize, dst: &mut Vec<u8>) -> Result<(), AccessError> {
+        dst.put(self.at(1, u64::from(offset), len)?);
         Ok(())
     }
     fn scatter(&mut self, _: WqeRef, offset: u32, src: &[u8]) -> Result<(), AccessError> {
@@ -75,9 +77,8 @@ impl MemoryAccess for Mem {
     fn check_remote(&mut self, rkey: u32, va: u64, len: u32, _: Access) -> Result<(), AccessError> {
         self.at(rkey, va, len as usize).map(|_| ())
     }
-    fn read_remote(&mut self, rkey: u32, va: u64, dst: &mut [u8]) -> Result<(), AccessError> {
-        let len = dst.len();
-        dst.copy_from_slice(self.at(rkey, va, len)?);
+    fn read_remote(&mut self, rkey: u32, va: u64, len: usize, dst: &mut Vec<u8>) -> Result<(), AccessError> {
+        dst.put(self.at(rkey, va, len)?);
         Ok(())
     }
     fn write_remote(&mut self, rkey: u32, va: u64, src: &[u8]) -> Result<(), AccessError> {
@@ -118,13 +119,17 @@ impl Clock for Io {
 }
 
 impl Output for Io {
-    fn tx_buffer(&mut self, len: usize, _dest: Destination) -> Option<&mut [u8]> {
-        self.tx.resize(len, 0);
+    type Buffer = Vec<u8>;
+
+    fn tx_buffer(&mut self, len: usize, _dest: Destination) -> Option<&mut Vec<u8>> {
+        self.tx.clear();
+        self.tx.reserve(len);
         Some(&mut self.tx)
     }
     fn transmit(&mut self, len: usize, _: Destination) {
-        // What we send must parse.
-        Packet::parse(&self.tx[..len]).expect("a packet we built parses");
+        // What we send is as long as announced, and parses.
+        assert_eq!(self.tx.len(), len);
+        Packet::parse(&self.tx).expect("a packet we built parses");
     }
     fn complete(&mut self, c: Completion) {
         let fresh = self.done.insert((c.queue == WorkQueue::Send, c.wr_id));

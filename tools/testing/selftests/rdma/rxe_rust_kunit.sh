@@ -25,7 +25,8 @@ modprobe $RXE_RUST
 # relies on (they ran at boot). Each must be there: one that is not built
 # fails here rather than passing unseen.
 BUILTIN_SUITES="rust_kernel_spinlock_irq rust_kernel_rdma_wc_sink
-	rust_kernel_rdma_virt_dma rust_kernel_rdma_user_buffer rust_kernel_rcu_xarray"
+	rust_kernel_rdma_virt_dma rust_kernel_rdma_user_buffer rust_kernel_rcu_xarray
+	rust_kernel_append"
 suites=$(ls -d /sys/kernel/debug/kunit/rdma_rxe_rust* 2>/dev/null)
 missing=""
 for b in $BUILTIN_SUITES; do

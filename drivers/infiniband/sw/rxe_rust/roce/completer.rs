@@ -327,7 +327,7 @@ impl<const N: usize> Requester<N> {
     /// The packet has passed [`Packet::check_qp`] for this QP.
     pub fn on_response<M, O>(&mut self, pkt: &Packet<'_>, mem: &mut M, out: &mut O)
     where
-        M: MemoryAccess + ?Sized,
+        M: MemoryAccess<Buffer = O::Buffer> + ?Sized,
         O: Output + Clock + ?Sized,
     {
         if self.error || self.transport() != Transport::Rc {
@@ -422,7 +422,7 @@ impl<const N: usize> Requester<N> {
 
     fn on_read_response<M, O>(&mut self, pkt: &Packet<'_>, psn: Psn, mem: &mut M, out: &mut O)
     where
-        M: MemoryAccess + ?Sized,
+        M: MemoryAccess<Buffer = O::Buffer> + ?Sized,
         O: Output + Clock + ?Sized,
     {
         if psn != self.comp_psn {
@@ -507,7 +507,7 @@ impl<const N: usize> Requester<N> {
         out: &mut O,
     ) -> Placement
     where
-        M: MemoryAccess + ?Sized,
+        M: MemoryAccess<Buffer = O::Buffer> + ?Sized,
         O: Output + Clock + ?Sized,
     {
         let idx = psn.distance_from(e.first_psn);
@@ -539,7 +539,7 @@ impl<const N: usize> Requester<N> {
 
     fn on_atomic_ack<M, O>(&mut self, pkt: &Packet<'_>, psn: Psn, mem: &mut M, out: &mut O)
     where
-        M: MemoryAccess + ?Sized,
+        M: MemoryAccess<Buffer = O::Buffer> + ?Sized,
         O: Output + Clock + ?Sized,
     {
         let Some((k, e)) = self.response_target(psn, out) else {
@@ -578,7 +578,7 @@ impl<const N: usize> Requester<N> {
     /// Handles a timer of the send side.
     pub fn on_timer<M, O>(&mut self, timer: TimerId, mem: &mut M, out: &mut O)
     where
-        M: MemoryAccess + ?Sized,
+        M: MemoryAccess<Buffer = O::Buffer> + ?Sized,
         O: Output + Clock + ?Sized,
     {
         if self.error {

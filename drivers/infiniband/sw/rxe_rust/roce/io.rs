@@ -10,6 +10,7 @@
 
 use super::aeth::Syndrome;
 use super::headers::BthFields;
+use super::icrc::ICRC_LEN;
 use super::memory::AccessError;
 use super::opcode::Opcode;
 use super::packet::{
@@ -263,18 +264,35 @@ pub struct RecvSlot {
     pub length: u32,
 }
 
+/// A packet being built: bytes are appended to it in order.
+///
+/// Appending, rather than writing into a slice, lets the caller hand out memory that holds
+/// nothing yet (a socket buffer's tail room) without clearing it first.
+pub trait TxBuffer {
+    /// Appends `bytes`.
+    ///
+    /// A buffer without room for them keeps what it has; [`Output::transmit`] then finds the
+    /// packet short and does not send it.
+    fn put(&mut self, bytes: &[u8]);
+}
+
 /// Everything the state machines produce, and the receive queue they consume.
 pub trait Output {
-    /// Returns a buffer of at least `len` bytes for the next packet, to `dest`, or `None`.
+    /// The buffer a packet is built in.
+    type Buffer: TxBuffer + ?Sized;
+
+    /// Returns an empty buffer with room for the `len` bytes of the next packet, to `dest`, or
+    /// `None`.
     ///
-    /// Its contents may be left from earlier packets: [`transmit`] writes every byte of the
-    /// packet it builds there. Knowing `dest`, the caller can hand out the buffer the packet
-    /// leaves in, so that it is built in place.
+    /// The packet is appended to it, every byte once and in order: the headers, the payload
+    /// (by [`super::memory::MemoryAccess`], whose `Buffer` is this one), the pad and the ICRC.
+    /// Knowing `dest`, the caller can hand out the buffer the packet leaves in, so that it is
+    /// built in place and nothing in it is written twice.
     ///
     /// `None` means no buffer is available now: the requester stops and
     /// resumes at its next event, a responder drops the response (the
     /// requester will retry).
-    fn tx_buffer(&mut self, len: usize, dest: Destination) -> Option<&mut [u8]>;
+    fn tx_buffer(&mut self, len: usize, dest: Destination) -> Option<&mut Self::Buffer>;
 
     /// Returns whether the requester may send a request now; with `false` it stops, as when
     /// [`Output::tx_buffer`] returns `None`, and resumes at its next event.
@@ -296,11 +314,13 @@ pub trait Output {
         true
     }
 
-    /// Sends the first `len` bytes of the buffer last returned by [`Output::tx_buffer`].
+    /// Sends the packet of `len` bytes just appended to the buffer last returned by
+    /// [`Output::tx_buffer`].
     ///
     /// The bytes run from the BTH to the ICRC; pad and ICRC are zero. The
     /// caller adds the IP and UDP headers and writes the ICRC over them
-    /// ([`super::icrc::compute`]) into the last four bytes.
+    /// ([`super::icrc::compute`]) into the last four bytes. A buffer that does not hold
+    /// `len` bytes (an append failed) is not sent.
     fn transmit(&mut self, len: usize, dest: Destination);
 
     /// Reports a work completion.
@@ -393,8 +413,11 @@ pub(super) enum TxError {
     Memory(AccessError),
 }
 
-/// Builds a packet with `payload_len` bytes filled by `fill` (not called without payload), and
-/// sends it.
+/// The longest headers of a packet, BTH and extended headers (an atomic request's: 40 bytes).
+const MAX_HEADER_LEN: usize = 64;
+
+/// Builds a packet with `payload_len` bytes appended by `fill` (not called without payload),
+/// and sends it.
 pub(super) fn transmit<O, F>(
     out: &mut O,
     hdr: &Outgoing,
@@ -404,13 +427,16 @@ pub(super) fn transmit<O, F>(
 ) -> Result<(), TxError>
 where
     O: Output + ?Sized,
-    F: FnOnce(&mut [u8]) -> Result<(), AccessError>,
+    F: FnOnce(&mut O::Buffer) -> Result<(), AccessError>,
 {
     let len = packet_len(hdr.opcode, payload_len).ok_or(TxError::Build)?;
-    let buf = out.tx_buffer(len, dest).ok_or(TxError::NoBuffer)?;
-    let buf = buf.get_mut(..len).ok_or(TxError::NoBuffer)?;
+    let mut head = [0u8; MAX_HEADER_LEN];
+    let head = head
+        .get_mut(..hdr.opcode.header_len())
+        .ok_or(TxError::Build)?;
     {
-        let mut b = PacketBuilder::new(buf, hdr.opcode, payload_len).map_err(|_| TxError::Build)?;
+        let mut b =
+            PacketBuilder::headers(head, hdr.opcode, payload_len).map_err(|_| TxError::Build)?;
         b.bth_mut().init(
             hdr.opcode,
             BthFields {
@@ -453,17 +479,20 @@ where
         if let (Some((plt, sel)), Some(h)) = (hdr.feth, b.feth_mut()) {
             h.set(plt, sel);
         }
-        // A packet without payload (a READ request, an acknowledgement) reads no memory: its
-        // WQE is not looked at again.
-        if payload_len > 0 {
-            fill(b.payload_mut()).map_err(TxError::Memory)?;
-        }
+    }
+    let buf = out.tx_buffer(len, dest).ok_or(TxError::NoBuffer)?;
+    buf.put(head);
+    // A packet without payload (a READ request, an acknowledgement) reads no memory: its
+    // WQE is not looked at again.
+    if payload_len > 0 {
+        fill(buf).map_err(TxError::Memory)?;
     }
     // Pad and ICRC: zero, for the caller to complete.
-    let tail = hdr.opcode.header_len().saturating_add(payload_len);
-    if let Some(rest) = buf.get_mut(tail..) {
-        rest.fill(0);
-    }
+    let tail = [0u8; 3 + ICRC_LEN];
+    buf.put(
+        tail.get(..usize::from(pad_for(payload_len)).saturating_add(ICRC_LEN))
+            .unwrap_or(&tail),
+    );
     out.transmit(len, dest);
     out.count(Counter::SentPackets);
     Ok(())

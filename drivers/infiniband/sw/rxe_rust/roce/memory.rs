@@ -8,6 +8,7 @@
 //! L_Keys, with [`for_each_chunk`] as a helper), or to the range named by an
 //! R_Key and a virtual address, with the access rights the operation needs.
 
+use super::io::TxBuffer;
 use super::wqe::Sge;
 
 /// Access rights, the bits of `enum ib_access_flags`.
@@ -162,8 +163,19 @@ impl AtomicOp {
 /// - the completer drops the READ response or atomic acknowledge as lost (a page taken away
 ///   after the requester's check); loss recovery asks for it again.
 pub trait MemoryAccess {
-    /// Copies `dst.len()` bytes from offset `offset` of the local data of `wqe`.
-    fn gather(&mut self, wqe: WqeRef, offset: u32, dst: &mut [u8]) -> Result<(), AccessError>;
+    /// The buffer packets are built in: [`super::io::Output::Buffer`] of the same caller.
+    type Buffer: TxBuffer + ?Sized;
+
+    /// Appends to `dst` the `len` bytes from offset `offset` of the local data of `wqe`.
+    ///
+    /// On an error, what was appended is not sent.
+    fn gather(
+        &mut self,
+        wqe: WqeRef,
+        offset: u32,
+        len: usize,
+        dst: &mut Self::Buffer,
+    ) -> Result<(), AccessError>;
 
     /// Copies `src` to offset `offset` of the local buffers of `wqe` (local write).
     fn scatter(&mut self, wqe: WqeRef, offset: u32, src: &[u8]) -> Result<(), AccessError>;
@@ -187,8 +199,16 @@ pub trait MemoryAccess {
         access: Access,
     ) -> Result<(), AccessError>;
 
-    /// Copies from the range of `rkey` at `va` (remote read).
-    fn read_remote(&mut self, rkey: u32, va: u64, dst: &mut [u8]) -> Result<(), AccessError>;
+    /// Appends to `dst` the `len` bytes at `va` of the range of `rkey` (remote read).
+    ///
+    /// On an error, what was appended is not sent.
+    fn read_remote(
+        &mut self,
+        rkey: u32,
+        va: u64,
+        len: usize,
+        dst: &mut Self::Buffer,
+    ) -> Result<(), AccessError>;
 
     /// Copies into the range of `rkey` at `va` (remote write).
     fn write_remote(&mut self, rkey: u32, va: u64, src: &[u8]) -> Result<(), AccessError>;

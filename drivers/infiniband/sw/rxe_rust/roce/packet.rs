@@ -340,10 +340,13 @@ pub enum BuildError {
 /// [`PacketBuilder::payload_mut`]; [`PacketBuilder::finish`] computes the ICRC
 /// once the IP and UDP headers hold their final lengths.
 ///
+/// [`PacketBuilder::headers`] lays out the headers only, for a caller that appends the
+/// payload, pad and ICRC itself.
+///
 /// # Invariants
 ///
 /// `bth` and `rest` are the two parts of a buffer of exactly
-/// [`packet_len`]`(opcode, payload_len)` bytes.
+/// [`packet_len`]`(opcode, payload_len)` bytes, or of exactly `opcode.header_len()` bytes.
 #[derive(Debug)]
 pub struct PacketBuilder<'a> {
     bth: &'a mut Bth,
@@ -355,10 +358,31 @@ pub struct PacketBuilder<'a> {
 impl<'a> PacketBuilder<'a> {
     /// Lays out a packet at the start of `buf`.
     pub fn new(buf: &'a mut [u8], opcode: Opcode, payload_len: usize) -> Result<Self, BuildError> {
+        let len = packet_len(opcode, payload_len).ok_or(BuildError::LengthNotAllowed)?;
+        Self::lay_out(buf, len, opcode, payload_len)
+    }
+
+    /// Lays out the headers (BTH and extended headers) of a packet with `payload_len` bytes of
+    /// payload at the start of `buf`; [`PacketBuilder::payload_mut`] is then empty.
+    pub fn headers(
+        buf: &'a mut [u8],
+        opcode: Opcode,
+        payload_len: usize,
+    ) -> Result<Self, BuildError> {
+        packet_len(opcode, payload_len).ok_or(BuildError::LengthNotAllowed)?;
+        Self::lay_out(buf, opcode.header_len(), opcode, payload_len)
+    }
+
+    /// Lays out the first `len` bytes of `buf`: the packet, or its headers.
+    fn lay_out(
+        buf: &'a mut [u8],
+        len: usize,
+        opcode: Opcode,
+        payload_len: usize,
+    ) -> Result<Self, BuildError> {
         if payload_len != 0 && !opcode.has_payload() {
             return Err(BuildError::LengthNotAllowed);
         }
-        let len = packet_len(opcode, payload_len).ok_or(BuildError::LengthNotAllowed)?;
         let buf = buf.get_mut(..len).ok_or(BuildError::BufferTooSmall)?;
         let (bth, rest) = Bth::mut_from_prefix(buf).map_err(|_| BuildError::BufferTooSmall)?;
         let ext_len = opcode.ext_headers().len();
@@ -376,7 +400,7 @@ impl<'a> PacketBuilder<'a> {
                 psn: Psn::ZERO,
             },
         );
-        // INVARIANT: `buf` was cut to `packet_len(opcode, payload_len)` and split.
+        // INVARIANT: `buf` was cut to the packet's or the headers' length and split.
         Ok(Self {
             bth,
             rest,
@@ -385,7 +409,7 @@ impl<'a> PacketBuilder<'a> {
         })
     }
 
-    /// Returns the length of the packet, BTH to ICRC.
+    /// Returns the length of what was laid out: the packet, BTH to ICRC, or its headers.
     pub fn len(&self) -> usize {
         BTH_LEN.saturating_add(self.rest.len())
     }
@@ -473,9 +497,13 @@ impl<'a> PacketBuilder<'a> {
     /// Writes the pad bytes (zero) and the ICRC; returns the packet length.
     ///
     /// The packet is then the first that many bytes of the buffer given to
-    /// [`PacketBuilder::new`].
+    /// [`PacketBuilder::new`]. A builder of [`PacketBuilder::headers`] has no room for them:
+    /// it writes nothing and returns the headers' length.
     pub fn finish<C: Crc32 + ?Sized>(self, crc: &C, ip: IpHeader<'_>, udp: &UdpHeader) -> usize {
         let len = self.len();
+        if packet_len(self.opcode, self.payload_len) != Some(len) {
+            return len;
+        }
         let covered_len = self.rest.len().saturating_sub(ICRC_LEN);
         let pad_start = self
             .opcode

@@ -161,7 +161,7 @@ impl<const SQ: usize, RES: Slots<Resource>> QpTransport<SQ, RES> {
     /// Posts a send WQE.
     pub fn post_send<M, O>(&mut self, wr: SendWr, mem: &mut M, out: &mut O) -> Result<(), PostError>
     where
-        M: MemoryAccess + ?Sized,
+        M: MemoryAccess<Buffer = O::Buffer> + ?Sized,
         O: Output + Clock + ?Sized,
     {
         self.requester.post(wr, mem, out)
@@ -173,7 +173,7 @@ impl<const SQ: usize, RES: Slots<Resource>> QpTransport<SQ, RES> {
     /// opcode against its type and the payload against the path MTU.
     pub fn receive<M, O>(&mut self, pkt: &Packet<'_>, mem: &mut M, out: &mut O)
     where
-        M: MemoryAccess + ?Sized,
+        M: MemoryAccess<Buffer = O::Buffer> + ?Sized,
         O: Output + Clock + ?Sized,
     {
         if pkt.check_qp(self.qp_type, self.mtu).is_err() {
@@ -199,7 +199,7 @@ impl<const SQ: usize, RES: Slots<Resource>> QpTransport<SQ, RES> {
     /// Handles a fired timer.
     pub fn on_timer<M, O>(&mut self, timer: TimerId, mem: &mut M, out: &mut O)
     where
-        M: MemoryAccess + ?Sized,
+        M: MemoryAccess<Buffer = O::Buffer> + ?Sized,
         O: Output + Clock + ?Sized,
     {
         self.requester.on_timer(timer, mem, out);
@@ -210,7 +210,7 @@ impl<const SQ: usize, RES: Slots<Resource>> QpTransport<SQ, RES> {
     /// ran dry): the rest of an interrupted READ response first, then new requests.
     pub fn run<M, O>(&mut self, mem: &mut M, out: &mut O)
     where
-        M: MemoryAccess + ?Sized,
+        M: MemoryAccess<Buffer = O::Buffer> + ?Sized,
         O: Output + Clock + ?Sized,
     {
         self.responder.resume(mem, out);
@@ -221,7 +221,7 @@ impl<const SQ: usize, RES: Slots<Resource>> QpTransport<SQ, RES> {
     /// yet, in RTR, still answers them).
     pub fn resume_response<M, O>(&mut self, mem: &mut M, out: &mut O)
     where
-        M: MemoryAccess + ?Sized,
+        M: MemoryAccess<Buffer = O::Buffer> + ?Sized,
         O: Output + ?Sized,
     {
         self.responder.resume(mem, out);

@@ -357,7 +357,7 @@ impl<const N: usize> Requester<N> {
     /// In the error state the WQE completes at once with a flush error.
     pub fn post<M, O>(&mut self, wr: SendWr, mem: &mut M, out: &mut O) -> Result<(), PostError>
     where
-        M: MemoryAccess + ?Sized,
+        M: MemoryAccess<Buffer = O::Buffer> + ?Sized,
         O: Output + Clock + ?Sized,
     {
         if !wr.opcode.allowed_on(self.qp_type) {
@@ -397,7 +397,7 @@ impl<const N: usize> Requester<N> {
     /// has buffers again after returning `None`.
     pub fn run<M, O>(&mut self, mem: &mut M, out: &mut O)
     where
-        M: MemoryAccess + ?Sized,
+        M: MemoryAccess<Buffer = O::Buffer> + ?Sized,
         O: Output + Clock + ?Sized,
     {
         self.catch_up();
@@ -522,7 +522,7 @@ impl<const N: usize> Requester<N> {
     /// Decides whether the unassigned WQE at `i` may start, and assigns its PSNs.
     fn admit<M, O>(&mut self, i: usize, mem: &mut M, out: &mut O) -> Admit
     where
-        M: MemoryAccess + ?Sized,
+        M: MemoryAccess<Buffer = O::Buffer> + ?Sized,
         O: Output + Clock + ?Sized,
     {
         let Some(entry) = self.entry(i).copied() else {
@@ -628,7 +628,7 @@ impl<const N: usize> Requester<N> {
     /// just before ([`Admit::Go`]).
     fn send_packet<M, O>(&mut self, i: usize, checked: bool, mem: &mut M, out: &mut O) -> bool
     where
-        M: MemoryAccess + ?Sized,
+        M: MemoryAccess<Buffer = O::Buffer> + ?Sized,
         O: Output + Clock + ?Sized,
     {
         let Some(entry) = self.entry(i).copied() else {
@@ -787,13 +787,10 @@ impl<const N: usize> Requester<N> {
             self.noack_pkts = self.noack_pkts.saturating_add(1);
         }
         let slot = wr.slot;
-        let result = io::transmit(
-            out,
-            &hdr,
-            usize::try_from(payload_len).unwrap_or(usize::MAX),
-            dest,
-            |buf| mem.gather(WqeRef::Send(slot), payload_offset, buf),
-        );
+        let payload_len = usize::try_from(payload_len).unwrap_or(usize::MAX);
+        let result = io::transmit(out, &hdr, payload_len, dest, |buf| {
+            mem.gather(WqeRef::Send(slot), payload_offset, payload_len, buf)
+        });
         match result {
             Ok(()) => {}
             // A page not present is faulted in by the driver, which runs the QP again: the

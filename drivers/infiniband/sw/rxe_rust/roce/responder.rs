@@ -245,7 +245,7 @@ impl<R: Slots<Resource>> Responder<R> {
     /// then of a first response a duplicate READ interrupted.
     pub fn resume<M, O>(&mut self, mem: &mut M, out: &mut O)
     where
-        M: MemoryAccess + ?Sized,
+        M: MemoryAccess<Buffer = O::Buffer> + ?Sized,
         O: Output + ?Sized,
     {
         while let Some(c) = self.read_cursor.take().or_else(|| self.held.take()) {
@@ -262,7 +262,7 @@ impl<R: Slots<Resource>> Responder<R> {
     /// Handles a request packet that passed [`Packet::check_qp`] for this QP.
     pub fn on_request<M, O>(&mut self, pkt: &Packet<'_>, mem: &mut M, out: &mut O)
     where
-        M: MemoryAccess + ?Sized,
+        M: MemoryAccess<Buffer = O::Buffer> + ?Sized,
         O: Output + ?Sized,
     {
         if self.error || !pkt.opcode().is_request() {
@@ -315,7 +315,7 @@ impl<R: Slots<Resource>> Responder<R> {
 
     fn rc<M, O>(&mut self, pkt: &Packet<'_>, mem: &mut M, out: &mut O)
     where
-        M: MemoryAccess + ?Sized,
+        M: MemoryAccess<Buffer = O::Buffer> + ?Sized,
         O: Output + ?Sized,
     {
         let psn = pkt.psn();
@@ -375,7 +375,7 @@ impl<R: Slots<Resource>> Responder<R> {
     /// Answers a duplicate RC request without carrying it out again.
     fn duplicate<M, O>(&mut self, pkt: &Packet<'_>, mem: &mut M, out: &mut O)
     where
-        M: MemoryAccess + ?Sized,
+        M: MemoryAccess<Buffer = O::Buffer> + ?Sized,
         O: Output + ?Sized,
     {
         let psn = pkt.psn();
@@ -453,7 +453,7 @@ impl<R: Slots<Resource>> Responder<R> {
     /// Carries out one packet of a SEND or RDMA WRITE (RC and UC).
     fn send_write<M, O>(&mut self, pkt: &Packet<'_>, mem: &mut M, out: &mut O) -> Result<(), Fault>
     where
-        M: MemoryAccess + ?Sized,
+        M: MemoryAccess<Buffer = O::Buffer> + ?Sized,
         O: Output + ?Sized,
     {
         let op = pkt.opcode();
@@ -572,7 +572,7 @@ impl<R: Slots<Resource>> Responder<R> {
     /// RETH names, if the QP and the R_Key still allow it; otherwise drops it.
     fn reread<M, O>(&mut self, pkt: &Packet<'_>, mem: &mut M, out: &mut O)
     where
-        M: MemoryAccess + ?Sized,
+        M: MemoryAccess<Buffer = O::Buffer> + ?Sized,
         O: Output + ?Sized,
     {
         let Some(reth) = pkt.reth() else {
@@ -611,7 +611,7 @@ impl<R: Slots<Resource>> Responder<R> {
     /// Carries out an RDMA READ request; returns the PSNs its responses use.
     fn read<M, O>(&mut self, pkt: &Packet<'_>, mem: &mut M, out: &mut O) -> Result<u32, Fault>
     where
-        M: MemoryAccess + ?Sized,
+        M: MemoryAccess<Buffer = O::Buffer> + ?Sized,
         O: Output + ?Sized,
     {
         if self.msg.is_some() || !self.access.contains(Access::REMOTE_READ) {
@@ -671,7 +671,7 @@ impl<R: Slots<Resource>> Responder<R> {
         out: &mut O,
     ) -> Result<(), Fault>
     where
-        M: MemoryAccess + ?Sized,
+        M: MemoryAccess<Buffer = O::Buffer> + ?Sized,
         O: Output + ?Sized,
     {
         let ResourceKind::Read { va, rkey, len } = res.kind else {
@@ -705,13 +705,10 @@ impl<R: Slots<Resource>> Responder<R> {
             let r = if idx != from && !out.may_continue() {
                 Err(TxError::NoBuffer)
             } else {
-                io::transmit(
-                    out,
-                    &hdr,
-                    usize::try_from(plen).unwrap_or(usize::MAX),
-                    Destination::Connected,
-                    |buf| mem.read_remote(rkey, src, buf),
-                )
+                let plen = usize::try_from(plen).unwrap_or(usize::MAX);
+                io::transmit(out, &hdr, plen, Destination::Connected, |buf| {
+                    mem.read_remote(rkey, src, plen, buf)
+                })
             };
             match r {
                 Ok(()) => {}
@@ -751,7 +748,7 @@ impl<R: Slots<Resource>> Responder<R> {
     /// Carries out a CmpSwap or FetchAdd.
     fn atomic<M, O>(&mut self, pkt: &Packet<'_>, mem: &mut M, out: &mut O) -> Result<(), Fault>
     where
-        M: MemoryAccess + ?Sized,
+        M: MemoryAccess<Buffer = O::Buffer> + ?Sized,
         O: Output + ?Sized,
     {
         if self.msg.is_some() || !self.access.contains(Access::REMOTE_ATOMIC) {
@@ -890,7 +887,7 @@ impl<R: Slots<Resource>> Responder<R> {
 
     fn uc<M, O>(&mut self, pkt: &Packet<'_>, mem: &mut M, out: &mut O)
     where
-        M: MemoryAccess + ?Sized,
+        M: MemoryAccess<Buffer = O::Buffer> + ?Sized,
         O: Output + ?Sized,
     {
         let psn = pkt.psn();
@@ -935,7 +932,7 @@ impl<R: Slots<Resource>> Responder<R> {
 
     fn ud<M, O>(&mut self, pkt: &Packet<'_>, mem: &mut M, out: &mut O)
     where
-        M: MemoryAccess + ?Sized,
+        M: MemoryAccess<Buffer = O::Buffer> + ?Sized,
         O: Output + ?Sized,
     {
         let Some(deth) = pkt.deth() else {
