@@ -17,6 +17,9 @@ use crate::{
 };
 
 /// A buffer that bytes are appended to, within room set aside beforehand.
+///
+/// Its free space (the room) is reachable only through `&mut self`, and a byte there becomes
+/// part of the buffer only once written: no reference can see one that was not.
 pub trait Append {
     /// Returns how many more bytes fit.
     fn room(&self) -> usize;
@@ -26,15 +29,17 @@ pub trait Append {
     ///
     /// # Safety
     ///
-    /// `src` must be valid for reads of `len` bytes for the duration of the call, and those
-    /// bytes must not overlap the buffer's free space. Another thread may write them meanwhile
-    /// (memory a process or a consumer shares): they are copied as plain data.
+    /// Unless `len` is zero, `src` must be valid for reads of `len` bytes for the duration of
+    /// the call, and those bytes must not overlap the buffer's free space. Another thread may
+    /// write them meanwhile (memory a process or a kernel consumer shares with the device):
+    /// they are copied as plain data by `memcpy`, as the kernel copies such memory, and no
+    /// reference to them is formed.
     unsafe fn append_raw(&mut self, src: *const u8, len: usize) -> Result;
 
     /// Appends `bytes`; fails with `EINVAL`, appending nothing, if they do not fit.
     fn append(&mut self, bytes: &[u8]) -> Result {
-        // SAFETY: `bytes` is valid for reads of its length for the call, and being borrowed
-        // it is not the free space, which nothing references.
+        // SAFETY: `bytes` is valid for reads of its length for the call; it cannot lie in the
+        // free space, which only `&mut self` reaches (the trait's rule).
         unsafe { self.append_raw(bytes.as_ptr(), bytes.len()) }
     }
 }
@@ -48,6 +53,9 @@ impl<A: Allocator> Append for Vec<u8, A> {
     unsafe fn append_raw(&mut self, src: *const u8, len: usize) -> Result {
         if self.room() < len {
             return Err(EINVAL);
+        }
+        if len == 0 {
+            return Ok(());
         }
         let spare = self.spare_capacity_mut().as_mut_ptr().cast::<u8>();
         // SAFETY: The spare capacity holds at least `len` bytes (checked); `src` is readable
@@ -94,6 +102,9 @@ impl Append for SliceAppender<'_> {
     unsafe fn append_raw(&mut self, src: *const u8, len: usize) -> Result {
         let end = self.len.checked_add(len).ok_or(EINVAL)?;
         let dst = self.buf.get_mut(self.len..end).ok_or(EINVAL)?;
+        if len == 0 {
+            return Ok(());
+        }
         // SAFETY: `src` is readable for `len` bytes and does not overlap the free space, which
         // `dst` is part of (the function's contract).
         unsafe { core::ptr::copy_nonoverlapping(src, dst.as_mut_ptr(), len) };

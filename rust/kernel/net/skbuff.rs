@@ -310,6 +310,9 @@ impl Append for TxSkb {
             return Err(EINVAL);
         }
         let n = u32::try_from(len).map_err(|_| EINVAL)?;
+        if n == 0 {
+            return Ok(());
+        }
         // SAFETY: There is tail room for `len` bytes (checked), so `skb_put` extends the data
         // over them without failing; `src` is readable for `len` bytes that do not overlap
         // that tail room (the function's contract).

@@ -183,12 +183,16 @@ impl Umem {
         if dst.room() < len {
             return Err(EINVAL);
         }
+        let mut appended = Ok(());
         self.for_each_piece(offset, len, |va, range| {
             // SAFETY: `va` maps the piece's bytes of a pinned page of the range (the
             // callback's contract), a page of the process's, which no buffer of the kernel's
-            // lies in. It fits: the whole span does (checked).
-            let _ = unsafe { dst.append_raw(va, range.len()) };
-        })
+            // lies in.
+            let r = unsafe { dst.append_raw(va, range.len()) };
+            // It fits, as the whole span does (checked), unless `dst` miscounts its room.
+            appended = appended.and(r);
+        })?;
+        appended
     }
 
     /// Copies `src` to byte `offset` of the range.

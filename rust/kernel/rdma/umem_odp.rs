@@ -396,12 +396,15 @@ impl OdpUmem {
         if dst.room() < len {
             return Err(EINVAL);
         }
+        let mut appended = Ok(());
         self.for_each_piece(offset, len, false, |va, range| {
             // SAFETY: `va` maps the piece's bytes of a present page (the callback's contract),
-            // a page of the process's, which no buffer of the kernel's lies in. It fits: the
-            // whole span does (checked).
-            let _ = unsafe { dst.append_raw(va, range.len()) };
-        })
+            // a page of the process's, which no buffer of the kernel's lies in.
+            let r = unsafe { dst.append_raw(va, range.len()) };
+            // It fits, as the whole span does (checked), unless `dst` miscounts its room.
+            appended = appended.and(r);
+        })?;
+        appended
     }
 
     /// Copies `src` to byte `offset` of the range, if its pages are present and writable.

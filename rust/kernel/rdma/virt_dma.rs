@@ -62,8 +62,10 @@ impl VirtDma {
         }
         Self::for_each_piece(addr, len, |va, range| {
             // SAFETY: `va` maps `range.len()` bytes of a page of the span (the callback's
-            // contract), memory the consumer mapped for the device (type invariant), which is
-            // not the free space of a buffer the caller holds.
+            // contract): memory the consumer mapped for the device (type invariant), not the
+            // free space of a buffer the device allocated for itself. (Under a domain's
+            // unsafe global R_Key a peer may name any address; the type invariant leaves that
+            // to the consumer's explicit choice.)
             unsafe { dst.append_raw(va, range.len()) }
         })
     }

@@ -31,8 +31,8 @@ use rxe_roce::roce::io::{
     Instant,
     Output,
     RecvSlot,
-    TimerId, //
-    TxBuffer,
+    TimerId,
+    TxBuffer, //
 };
 use rxe_roce::roce::memory::{
     Access,

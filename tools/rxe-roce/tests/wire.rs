@@ -31,7 +31,8 @@ use rxe_roce::roce::opcode::{
     Operation,
     Position,
     QpType,
-    Transport, //
+    Transport,
+    MAX_HEADER_LEN, //
 };
 use rxe_roce::roce::packet::{
     packet_len,
@@ -766,4 +767,18 @@ fn parse_never_panics_on_arbitrary_bytes() {
             );
         }
     }
+}
+
+/// The stack buffer a packet's headers are built in holds those of every opcode: the longest
+/// are an atomic request's, BTH and AtomicETH.
+#[test]
+fn max_header_len_bounds_every_opcode() {
+    let lens: Vec<usize> = (0..=255u8)
+        .filter_map(Opcode::from_u8)
+        .map(|op| op.header_len())
+        .collect();
+    assert!(lens.len() >= 39, "{} opcodes", lens.len());
+    assert_eq!(lens.iter().max(), Some(&MAX_HEADER_LEN));
+    assert_eq!(MAX_HEADER_LEN, 12 + 28);
+    assert_eq!(Opcode::RC_COMPARE_SWAP.header_len(), MAX_HEADER_LEN);
 }

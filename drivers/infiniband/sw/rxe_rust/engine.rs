@@ -1147,7 +1147,7 @@ impl QpShared {
         // Packets for queue pairs of this device, queued to them before the transport is
         // unlocked.
         let mut out = KVec::new();
-        // The transmit buffer keeps its capacity from run to run: no allocation per run.
+        // The transmit buffer of packets that go nowhere keeps its capacity from run to run.
         let mut tx = core::mem::take(&mut t.tx);
         // Packets first: an acknowledgement that waits here pushes back the retransmit
         // deadline of a timer that fired meanwhile, which then finds nothing due. Run before

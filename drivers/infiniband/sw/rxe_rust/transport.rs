@@ -249,7 +249,8 @@ pub(crate) struct Transport {
     held_request: bool,
     /// The jiffy the run began, if its sending is bounded in time ([`Transport::bound_run`]).
     run_from: Option<u64>,
-    /// The buffer packets are built in; a run borrows it.
+    /// The buffer a packet that goes nowhere is built in (no skb, no address handle); a run
+    /// borrows it.
     pub(crate) tx: KVec<u8>,
     scratch: Scratch,
 }
@@ -643,6 +644,8 @@ pub(crate) fn with_io_budget<R>(
         netdev_gone: false,
     };
     let r = f(qp, &mut mem, &mut io);
+    // A packet left unsent (its payload could not be read) gives the transmit buffer back.
+    io.drop_buffer();
     (r, io.ran_dry)
 }
 
@@ -1156,11 +1159,10 @@ impl Output for Io<'_> {
             // The address handle is gone: built and discarded, counted when it is sent.
             None => {}
         }
-        let mut v = core::mem::take(self.tx);
-        v.clear();
-        v.reserve(len, GFP_ATOMIC).ok()?;
+        self.tx.clear();
+        self.tx.reserve(len, GFP_ATOMIC).ok()?;
         self.discard = true;
-        Some(self.buf.insert(TxBuf::Local(v)))
+        Some(self.buf.insert(TxBuf::Local(core::mem::take(self.tx))))
     }
 
     fn may_send_request(&mut self) -> bool {

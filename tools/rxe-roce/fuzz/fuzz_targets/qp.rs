@@ -16,9 +16,9 @@ use rxe_roce::roce::io::{
     Destination,
     Instant,
     Output,
-    TxBuffer,
     RecvSlot,
     TimerId,
+    TxBuffer,
     WorkQueue, //
 };
 use rxe_roce::roce::memory::{
@@ -65,7 +65,13 @@ impl Mem {
 impl MemoryAccess for Mem {
     type Buffer = Vec<u8>;
 
-    fn gather(&mut self, _: WqeRef, offset: u32, len: usize, dst: &mut Vec<u8>) -> Result<(), AccessError> {
+    fn gather(
+        &mut self,
+        _: WqeRef,
+        offset: u32,
+        len: usize,
+        dst: &mut Vec<u8>,
+    ) -> Result<(), AccessError> {
         dst.put(self.at(1, u64::from(offset), len)?);
         Ok(())
     }
@@ -77,7 +83,13 @@ impl MemoryAccess for Mem {
     fn check_remote(&mut self, rkey: u32, va: u64, len: u32, _: Access) -> Result<(), AccessError> {
         self.at(rkey, va, len as usize).map(|_| ())
     }
-    fn read_remote(&mut self, rkey: u32, va: u64, len: usize, dst: &mut Vec<u8>) -> Result<(), AccessError> {
+    fn read_remote(
+        &mut self,
+        rkey: u32,
+        va: u64,
+        len: usize,
+        dst: &mut Vec<u8>,
+    ) -> Result<(), AccessError> {
         dst.put(self.at(rkey, va, len)?);
         Ok(())
     }

@@ -12,7 +12,10 @@ use super::aeth::Syndrome;
 use super::headers::BthFields;
 use super::icrc::ICRC_LEN;
 use super::memory::AccessError;
-use super::opcode::Opcode;
+use super::opcode::{
+    Opcode,
+    MAX_HEADER_LEN, //
+};
 use super::packet::{
     packet_len,
     pad_for,
@@ -413,9 +416,6 @@ pub(super) enum TxError {
     Memory(AccessError),
 }
 
-/// The longest headers of a packet, BTH and extended headers (an atomic request's: 40 bytes).
-const MAX_HEADER_LEN: usize = 64;
-
 /// Builds a packet with `payload_len` bytes appended by `fill` (not called without payload),
 /// and sends it.
 pub(super) fn transmit<O, F>(
@@ -430,11 +430,12 @@ where
     F: FnOnce(&mut O::Buffer) -> Result<(), AccessError>,
 {
     let len = packet_len(hdr.opcode, payload_len).ok_or(TxError::Build)?;
-    let mut head = [0u8; MAX_HEADER_LEN];
-    let head = head
-        .get_mut(..hdr.opcode.header_len())
-        .ok_or(TxError::Build)?;
+    let header_len = hdr.opcode.header_len();
+    // The headers, then zeros: a packet without payload (a READ request, an acknowledgement)
+    // is appended whole, its ICRC included, in one piece.
+    let mut bytes = [0u8; MAX_HEADER_LEN + ICRC_LEN];
     {
+        let head = bytes.get_mut(..header_len).ok_or(TxError::Build)?;
         let mut b =
             PacketBuilder::headers(head, hdr.opcode, payload_len).map_err(|_| TxError::Build)?;
         b.bth_mut().init(
@@ -481,18 +482,20 @@ where
         }
     }
     let buf = out.tx_buffer(len, dest).ok_or(TxError::NoBuffer)?;
-    buf.put(head);
-    // A packet without payload (a READ request, an acknowledgement) reads no memory: its
-    // WQE is not looked at again.
-    if payload_len > 0 {
+    if payload_len == 0 {
+        // It reads no memory: its WQE is not looked at again. Its ICRC is zero, for the
+        // caller to complete.
+        buf.put(bytes.get(..len).ok_or(TxError::Build)?);
+    } else {
+        buf.put(bytes.get(..header_len).ok_or(TxError::Build)?);
         fill(buf).map_err(TxError::Memory)?;
+        // Pad and ICRC: zero, for the caller to complete.
+        let tail = [0u8; 3 + ICRC_LEN];
+        buf.put(
+            tail.get(..usize::from(pad_for(payload_len)).saturating_add(ICRC_LEN))
+                .unwrap_or(&tail),
+        );
     }
-    // Pad and ICRC: zero, for the caller to complete.
-    let tail = [0u8; 3 + ICRC_LEN];
-    buf.put(
-        tail.get(..usize::from(pad_for(payload_len)).saturating_add(ICRC_LEN))
-            .unwrap_or(&tail),
-    );
     out.transmit(len, dest);
     out.count(Counter::SentPackets);
     Ok(())

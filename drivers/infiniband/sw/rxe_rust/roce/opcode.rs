@@ -697,6 +697,25 @@ static OPCODE_INFO: [OpcodeInfo; 256] = {
     table
 };
 
+/// The longest headers, BTH and extended headers, of a supported opcode (an atomic request's:
+/// 40 bytes), worked out from the table's rules at compile time.
+#[allow(
+    clippy::arithmetic_side_effects,
+    reason = "a compile-time loop over the 256 opcode bytes"
+)]
+pub const MAX_HEADER_LEN: usize = {
+    let mut max = 0;
+    let mut raw = 0;
+    while raw < 256 {
+        let len = OpcodeInfo::new(raw as u8).header_len as usize;
+        if len > max {
+            max = len;
+        }
+        raw += 1;
+    }
+    max
+};
+
 impl fmt::Debug for Opcode {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{:?}_{:?}", self.transport(), self.operation())

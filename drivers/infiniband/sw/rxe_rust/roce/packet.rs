@@ -414,7 +414,7 @@ impl<'a> PacketBuilder<'a> {
         BTH_LEN.saturating_add(self.rest.len())
     }
 
-    /// Returns false: a packet always has at least a BTH and an ICRC.
+    /// Returns false: what was laid out always has at least a BTH.
     pub fn is_empty(&self) -> bool {
         false
     }
