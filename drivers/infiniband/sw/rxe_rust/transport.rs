@@ -1102,6 +1102,10 @@ impl Io<'_> {
     /// Drops the buffer of the packet built last, if it was not sent; the transmit buffer of
     /// a packet that goes nowhere is kept for the next one.
     fn drop_buffer(&mut self) {
+        // Called for every packet and at the end of every run: most of the time there is none.
+        if self.buf.is_none() {
+            return;
+        }
         let buf = self.buf.take();
         if let (Some(TxBuf::Local(v)), true) = (buf, core::mem::take(&mut self.discard)) {
             *self.tx = v;
