@@ -383,12 +383,19 @@ impl End {
     }
 
     /// Delivers `pkts` as one batch.
+    ///
+    /// The driver ends a batch only when an ACK is pending (`ack_pending`): every test
+    /// checks here that nothing else would have been sent.
     fn deliver(&mut self, pkts: &[Vec<u8>]) {
         for p in pkts {
             let pkt = Packet::parse(p).unwrap();
             self.qp.receive(&pkt, &mut self.mem, &mut self.io);
         }
+        let pending = self.qp.ack_pending();
+        let before = self.io.sent.len();
         self.qp.end_of_batch(&mut self.io);
+        assert_eq!(self.io.sent.len() - before, usize::from(pending));
+        assert!(!self.qp.ack_pending());
     }
 
     fn take_sent(&mut self) -> Vec<Vec<u8>> {

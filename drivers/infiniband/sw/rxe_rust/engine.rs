@@ -212,6 +212,13 @@ impl Inbox {
     pub(crate) fn kick(&mut self) {
         self.kicked = true;
     }
+
+    /// Returns whether a run in process context is in progress: it takes new send WQEs and
+    /// packets, and before it ends it looks at the inbox again ([`QpShared::finish_run`]) and
+    /// runs again or schedules, so what is noted meanwhile needs no work item queued.
+    fn sending_run(&self) -> bool {
+        self.running && !self.in_softirq
+    }
 }
 
 /// What a queue pair's runs share with the rest of the device.
@@ -312,6 +319,7 @@ impl Engine {
             own_mac: self.mac,
             atomics: &self.atomics,
             now: self.now(),
+            rcu,
         }
     }
 
@@ -781,6 +789,10 @@ impl Receivers {
     /// rather than waking the work item for it (two context switches per message on
     /// loopback).
     fn run(self, ctx: Context) {
+        // Most runs queue nothing locally (every run over the wire).
+        if self.qps.iter().all(Option::is_none) {
+            return;
+        }
         for qp in self.qps.into_iter().flatten() {
             if ctx == Context::Process {
                 qp.run_here_if(Context::Nested, false, |_| true);
@@ -993,7 +1005,11 @@ impl QpShared {
             if inbox.packets.len() >= MAX_INBOX_PACKETS {
                 return Err((ENOBUFS, packet));
             }
-            if inbox.packets.reserve(1, GFP_ATOMIC).is_err() {
+            // Room is there nearly always (the vector keeps its capacity from run to run):
+            // `reserve` is out of line.
+            if inbox.packets.len() == inbox.packets.capacity()
+                && inbox.packets.reserve(1, GFP_ATOMIC).is_err()
+            {
                 return Err((ENOMEM, packet));
             }
             // Room for one was just reserved: this does not fail, but hands the packet back
@@ -1002,7 +1018,7 @@ impl QpShared {
                 .packets
                 .push_within_capacity(packet)
                 .map_err(|e| (ENOMEM, e.0))?;
-            if (defer && inbox.kicked) || (to_work_item && !inbox.running) {
+            if (defer && inbox.kicked && !inbox.sending_run()) || (to_work_item && !inbox.running) {
                 Self::schedule_locked(this, &inbox);
             }
             inbox.kicked
@@ -1015,7 +1031,9 @@ impl QpShared {
     pub(crate) fn kick_later(this: ArcBorrow<'_, Self>) {
         let mut inbox = this.inbox.lock();
         inbox.kicked = true;
-        Self::schedule_locked(this, &inbox);
+        if !inbox.sending_run() {
+            Self::schedule_locked(this, &inbox);
+        }
     }
 
     /// Notes that the timer fired and schedules a run.
@@ -1166,7 +1184,9 @@ impl QpShared {
                 received = true;
                 end.failed |= self.release_early(t, &mut tx, &mut out);
             }
-            if received {
+            // Only a pending ACK makes the end of the batch send anything: a READ's or an
+            // atomic's answer went out with it (`flush_ack` before any response).
+            if received && t.ack_pending() {
                 end.failed |= engine.end_batch(self, t, &mut tx, &mut out);
             }
         } else {

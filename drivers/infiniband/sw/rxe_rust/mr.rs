@@ -144,7 +144,7 @@ impl MrShared {
                 )
                 .map_err(|_| AccessError::OutOfRange),
             #[cfg(CONFIG_INFINIBAND_ON_DEMAND_PAGING)]
-            Memory::Odp { umem } => umem
+            Memory::Odp { umem, .. } => umem
                 .read_to(
                     usize::try_from(off).map_err(|_| AccessError::OutOfRange)?,
                     len,
@@ -176,7 +176,7 @@ impl MrShared {
                 )
                 .map_err(|_| AccessError::OutOfRange),
             #[cfg(CONFIG_INFINIBAND_ON_DEMAND_PAGING)]
-            Memory::Odp { umem } => umem
+            Memory::Odp { umem, .. } => umem
                 .write(
                     usize::try_from(off).map_err(|_| AccessError::OutOfRange)?,
                     src,
@@ -200,7 +200,7 @@ impl MrShared {
     pub(crate) fn is_present(&self, off: u64, len: usize, write: bool) -> bool {
         match &self.memory {
             #[cfg(CONFIG_INFINIBAND_ON_DEMAND_PAGING)]
-            Memory::Odp { umem } => {
+            Memory::Odp { umem, .. } => {
                 usize::try_from(off).is_ok_and(|off| umem.is_present(off, len, write))
             }
             _ => {
@@ -226,7 +226,7 @@ impl MrShared {
     pub(crate) fn fault(&self, off: u64, len: usize, write: bool, snapshot: bool) -> Result {
         match &self.memory {
             #[cfg(CONFIG_INFINIBAND_ON_DEMAND_PAGING)]
-            Memory::Odp { umem } => umem.fault(
+            Memory::Odp { umem, .. } => umem.fault(
                 usize::try_from(off).map_err(|_| EINVAL)?,
                 len,
                 write,
@@ -405,6 +405,37 @@ impl PageList {
     }
 }
 
+/// How many regions registered for on-demand paging exist, on any device.
+static ON_DEMAND_REGIONS: AtomicUsize = AtomicUsize::new(0);
+
+/// Returns whether a region registered for on-demand paging may exist: without one, every
+/// page of every region is present, and a transport need not ask.
+///
+/// A region counts from before it can be named by a key until it is dropped, after the last
+/// run that could use it.
+pub(crate) fn any_on_demand() -> bool {
+    ON_DEMAND_REGIONS.load(Relaxed) != 0
+}
+
+/// Counts a region registered for on-demand paging in [`ON_DEMAND_REGIONS`] while it lives.
+#[cfg(CONFIG_INFINIBAND_ON_DEMAND_PAGING)]
+struct OnDemandLive;
+
+#[cfg(CONFIG_INFINIBAND_ON_DEMAND_PAGING)]
+impl OnDemandLive {
+    fn new() -> Self {
+        ON_DEMAND_REGIONS.fetch_add(1, Relaxed);
+        Self
+    }
+}
+
+#[cfg(CONFIG_INFINIBAND_ON_DEMAND_PAGING)]
+impl Drop for OnDemandLive {
+    fn drop(&mut self) {
+        ON_DEMAND_REGIONS.fetch_sub(1, Relaxed);
+    }
+}
+
 /// What memory a region covers.
 enum Memory {
     /// Pinned user pages (unpinned when dropped).
@@ -412,7 +443,7 @@ enum Memory {
     /// User pages registered for on-demand paging: the process keeps them, and the region
     /// reaches those present ([`crate::odp`]).
     #[cfg(CONFIG_INFINIBAND_ON_DEMAND_PAGING)]
-    Odp { umem: OdpUmem },
+    Odp { umem: OdpUmem, _live: OnDemandLive },
     /// All of kernel memory, addressed by virtual DMA address (`get_dma_mr`).
     Dma(VirtDma),
     /// Pages a kernel consumer maps with `map_mr_sg` (`alloc_mr`), reached by virtual DMA
@@ -436,7 +467,7 @@ impl Memory {
     /// Returns whether the process registered on-demand-paging memory for writing.
     fn is_writable(&self) -> bool {
         #[cfg(CONFIG_INFINIBAND_ON_DEMAND_PAGING)]
-        if let Self::Odp { umem } = self {
+        if let Self::Odp { umem, .. } = self {
             return umem.is_writable();
         }
         false
@@ -557,7 +588,16 @@ impl MrOps for RxeMr {
             let umem = OdpUmem::get(pd.device(), udata, start, len, access)?;
             return register(
                 pd,
-                MrShared::new(access, pd_id, iova, len, Memory::Odp { umem }),
+                MrShared::new(
+                    access,
+                    pd_id,
+                    iova,
+                    len,
+                    Memory::Odp {
+                        umem,
+                        _live: OnDemandLive::new(),
+                    },
+                ),
             );
         }
         // Pins the pages: fails with EFAULT for memory the process has not mapped.
@@ -676,7 +716,7 @@ impl MrOps for RxeMr {
         match &mr.shared.memory {
             Memory::User { umem } => umem.check_rereg(flags, access)?,
             #[cfg(CONFIG_INFINIBAND_ON_DEMAND_PAGING)]
-            Memory::Odp { umem } => {
+            Memory::Odp { umem, .. } => {
                 let writes = AccessFlags::LOCAL_WRITE
                     | AccessFlags::REMOTE_WRITE
                     | AccessFlags::REMOTE_ATOMIC;

@@ -413,6 +413,12 @@ impl Transport {
         }
     }
 
+    /// Returns whether a coalesced ACK waits for the end of the run's batch of received
+    /// packets.
+    pub(crate) fn ack_pending(&self) -> bool {
+        self.qp.ack_pending()
+    }
+
     /// Returns whether a READ response waits for transmit buffers: received packets wait
     /// in [`Transport::backlog`] until it is sent.
     pub(crate) fn is_sending_response(&self) -> bool {
@@ -514,6 +520,9 @@ pub(crate) struct Env<'a> {
     pub(crate) atomics: &'a SpinLockIrq<()>,
     /// The current time, in nanoseconds of the device's clock.
     pub(crate) now: u64,
+    /// The RCU read-side section the run's step is in: the netdevice above and the regions,
+    /// windows and handles a step looks up are borrowed under it.
+    pub(crate) rcu: &'a rcu::Guard,
 }
 
 /// A packet on its way to a queue pair of this device, BTH to ICRC.
@@ -664,11 +673,11 @@ impl Mem<'_> {
         key: u32,
         f: impl FnOnce(&MrShared) -> Result<R, AccessError>,
     ) -> Result<R, AccessError> {
-        let rcu = rcu::read_lock();
+        let rcu = self.env.rcu;
         let mr = self
             .env
             .mrs
-            .load(key >> 8, &rcu)
+            .load(key >> 8, rcu)
             .ok_or(AccessError::InvalidKey)?;
         f(&mr)
     }
@@ -690,17 +699,17 @@ impl Mem<'_> {
         if !is_window_key(rkey) {
             return self.with_region(rkey, |mr| f(mr, mr.check(rkey, pd, va, len, need)?));
         }
-        let rcu = rcu::read_lock();
+        let rcu = self.env.rcu;
         let mw = self
             .env
             .mws
-            .load(rkey >> 8, &rcu)
+            .load(rkey >> 8, rcu)
             .ok_or(AccessError::InvalidKey)?;
         let (mr_key, mr_va) = mw.check(rkey, pd, self.env.shared.serial, va, len, need)?;
         let mr = self
             .env
             .mrs
-            .load(mr_key >> 8, &rcu)
+            .load(mr_key >> 8, rcu)
             .ok_or(AccessError::InvalidKey)?;
         let off = mr.check(mr_key, pd, mr_va, len, Access::NONE)?;
         f(&mr, off)
@@ -902,9 +911,14 @@ impl MemoryAccess for Mem<'_> {
     }
 
     fn check_local(&mut self, wqe: WqeRef, offset: u32, len: u32) -> Result<(), AccessError> {
+        // Only a page of an on-demand region can be missing; the requester leaves every
+        // other error to the placement of the response (`response_buffers_present`).
         let WqeRef::Send(slot) = wqe else {
             return Ok(());
         };
+        if !crate::mr::any_on_demand() {
+            return Ok(());
+        }
         // As for a request's remote range, the first bytes only: the rest is met later.
         let len = odp::request_span(len as usize);
         self.with_reply_sges(slot, |sges| {
@@ -988,12 +1002,12 @@ impl MemoryAccess for Mem<'_> {
         if !is_window_key(rkey) {
             return self.with_region(rkey, |mr| mr.invalidate(rkey));
         }
-        let rcu = rcu::read_lock();
+        let rcu = self.env.rcu;
         self.env
             .mws
-            .load(rkey >> 8, &rcu)
+            .load(rkey >> 8, rcu)
             .ok_or(AccessError::InvalidKey)?
-            .invalidate(rkey, self.env.shared.pd, self.env.mrs, &rcu)
+            .invalidate(rkey, self.env.shared.pd, self.env.mrs, rcu)
     }
 
     fn register(&mut self, reg: &Registration) -> Result<(), AccessError> {
@@ -1004,12 +1018,12 @@ impl MemoryAccess for Mem<'_> {
         if !is_window_key(bind.mw_rkey) {
             return Err(AccessError::InvalidKey);
         }
-        let rcu = rcu::read_lock();
+        let rcu = self.env.rcu;
         let env = self.env;
         env.mws
-            .load(bind.mw_rkey >> 8, &rcu)
+            .load(bind.mw_rkey >> 8, rcu)
             .ok_or(AccessError::InvalidKey)?
-            .bind(bind, env.shared.pd, env.shared.serial, env.mrs, &rcu)
+            .bind(bind, env.shared.pd, env.shared.serial, env.mrs, rcu)
     }
 }
 

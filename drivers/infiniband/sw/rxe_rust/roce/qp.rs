@@ -188,6 +188,12 @@ impl<const SQ: usize, RES: Slots<Resource>> QpTransport<SQ, RES> {
         self.sync_error(out);
     }
 
+    /// Returns whether a coalesced ACK waits for the end of the batch
+    /// ([`QpTransport::end_of_batch`]).
+    pub fn ack_pending(&self) -> bool {
+        self.responder.ack_pending()
+    }
+
     /// Ends a batch of received packets: sends the coalesced ACK.
     pub fn end_of_batch<O>(&mut self, out: &mut O)
     where

@@ -290,6 +290,11 @@ impl<R: Slots<Resource>> Responder<R> {
         }
     }
 
+    /// Returns whether a coalesced ACK is pending ([`Responder::flush_ack`]).
+    pub fn ack_pending(&self) -> bool {
+        self.ack_pending.is_some()
+    }
+
     /// Sends the coalesced ACK, if one is pending; call at the end of a receive batch.
     pub fn flush_ack<O: Output + ?Sized>(&mut self, out: &mut O) {
         if let Some(psn) = self.ack_pending.take() {
