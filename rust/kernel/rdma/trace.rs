@@ -79,6 +79,35 @@ pub struct PacketFields {
     pub len: u32,
 }
 
+/// Evaluates to whether the event of the tracepoint `bindings::$tp` is on: a static branch.
+macro_rules! event_enabled {
+    ($tp:ident) => {{
+        #[cfg(CONFIG_TRACEPOINTS)]
+        {
+            // SAFETY: `bindings::$tp` is an event's tracepoint, a static defined by C, whose key
+            // may always be queried.
+            unsafe {
+                crate::jump_label::static_branch_unlikely!(bindings::$tp, bindings::tracepoint, key)
+            }
+        }
+        #[cfg(not(CONFIG_TRACEPOINTS))]
+        false
+    }};
+}
+
+/// Returns whether `rxe_rust:rxe_rust_xmit` is on, so that a caller gathers the event's fields
+/// only then.
+#[inline(always)]
+pub fn xmit_enabled() -> bool {
+    event_enabled!(__tracepoint_rxe_rust_xmit)
+}
+
+/// Returns whether `rxe_rust:rxe_rust_recv` is on, as [`xmit_enabled`].
+#[inline(always)]
+pub fn recv_enabled() -> bool {
+    event_enabled!(__tracepoint_rxe_rust_recv)
+}
+
 /// Reports a packet that left a queue pair (`rxe_rust:rxe_rust_xmit`).
 #[inline(always)]
 pub fn xmit(p: &PacketFields) {

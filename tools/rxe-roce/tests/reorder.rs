@@ -74,3 +74,48 @@ fn deadline_follows_the_oldest_request_held() {
     assert_eq!(h.take(psn(12)), Some(12));
     assert_eq!(h.deadline(50), Some(Instant(2_050)));
 }
+
+/// The holder's count of what it holds (kept so that an empty holder costs no scan) agrees with
+/// a model over a long pseudo-random sequence of holds and takes.
+#[test]
+fn the_count_of_held_requests_follows_every_hold_and_take() {
+    let mut h: Held<u32, 4> = Held::new();
+    let mut model: Vec<u32> = Vec::new();
+    let epsn = 1000;
+    let mut x: u32 = 0x1234_5678;
+    for step in 0..20_000u32 {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        let p = epsn + 1 + x % 8;
+        match (x >> 8) % 4 {
+            0 | 1 => {
+                let ok = h
+                    .hold(psn(p), psn(epsn), p, Instant(u64::from(step)))
+                    .is_ok();
+                let fits = !model.contains(&p) && model.len() < 4;
+                assert_eq!(ok, fits);
+                if ok {
+                    model.push(p);
+                }
+            }
+            2 => {
+                let got = h.take(psn(p));
+                let want = model.iter().position(|&m| m == p).map(|i| model.remove(i));
+                assert_eq!(got, want);
+            }
+            _ => {
+                let got = h.take_first(psn(epsn));
+                let want = model.iter().copied().min();
+                if let Some(w) = want {
+                    model.retain(|&m| m != w);
+                }
+                assert_eq!(got, want);
+            }
+        }
+        assert_eq!(h.len(), model.len());
+        assert_eq!(h.is_empty(), model.is_empty());
+        assert_eq!(h.is_full(), model.len() == 4);
+        assert_eq!(h.deadline(5).is_some(), !model.is_empty());
+    }
+}

@@ -618,14 +618,16 @@ impl Engine {
         };
         self.counters
             .add(crate::stats::Counter::RcvdBytes, bytes.len() as u64);
-        trace::recv(&trace::PacketFields {
-            dev: qp.dev_index,
-            qpn: qp.number(),
-            dest_qpn: pkt.dest_qpn(),
-            opcode: pkt.opcode().raw(),
-            psn: pkt.psn().get(),
-            len: bytes.len() as u32,
-        });
+        if trace::recv_enabled() {
+            trace::recv(&trace::PacketFields {
+                dev: qp.dev_index,
+                qpn: qp.number(),
+                dest_qpn: pkt.dest_qpn(),
+                opcode: pkt.opcode().raw(),
+                psn: pkt.psn().get(),
+                len: bytes.len() as u32,
+            });
+        }
         let rcu = rcu::read_lock();
         let env = self.env(qp, &rcu);
         let budget = Some(SEND_BUDGET);
@@ -1255,10 +1257,7 @@ impl QpShared {
             if (t.is_sending_response() || !t.backlog.is_empty())
                 && !t.replaces_response(pkt.bytes())
             {
-                // On no memory the packet is freed as dropped: the requester retries.
-                if t.backlog.push(pkt, GFP_ATOMIC).is_err() {
-                    DropReason::NoMemory.report(&engine.counters, self.dev_index, self.number());
-                }
+                self.to_backlog(t, pkt);
                 return failed;
             }
             // Parsed once here, for the holder and for the transport (the ICRC was checked
@@ -1293,6 +1292,14 @@ impl QpShared {
                 }
                 None => return failed,
             }
+        }
+    }
+
+    /// Queues `pkt` behind the READ response being sent; on no memory it is freed as
+    /// dropped (the requester retries).
+    fn to_backlog(&self, t: &mut Transport, pkt: Packet) {
+        if t.backlog.push(pkt, GFP_ATOMIC).is_err() {
+            DropReason::NoMemory.report(&self.engine.counters, self.dev_index, self.number());
         }
     }
 

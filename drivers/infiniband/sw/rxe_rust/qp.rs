@@ -1100,7 +1100,7 @@ impl RxeQp {
         if let Some(path) = attr.ah_attr().and_then(Path::from_ah_attr) {
             st.path = path;
             if let Some(t) = (*self.shared.transport.lock()).as_mut() {
-                t.path = path;
+                t.set_path(path);
             }
         }
         let shared = &self.shared;

@@ -228,8 +228,9 @@ pub(crate) struct Transport {
     /// their doorbell spent, for the acknowledgement that makes room.
     pub(crate) sq_stalled: bool,
     taken: RefCell<Taken>,
-    /// Where the connected peer is (RC, UC): its MAC decides loopback.
-    pub(crate) path: Path,
+    /// Where the connected peer is (RC, UC): its MAC decides loopback. Changed only through
+    /// [`Transport::set_path`], which forgets `route`'s connected entry.
+    path: Path,
     /// The route the last packet to another host took.
     route: RouteCache,
     /// Armed timers: deadlines in nanoseconds of the device's clock.
@@ -304,6 +305,12 @@ fn config(
 }
 
 impl Transport {
+    /// Sets where the connected peer is, and forgets the route to the old one.
+    pub(crate) fn set_path(&mut self, path: Path) {
+        self.path = path;
+        self.route = None;
+    }
+
     /// Creates the transport of a queue pair entering RTR.
     pub(crate) fn new(
         qp: &QpShared,
@@ -1043,7 +1050,7 @@ pub(crate) struct Io<'a> {
     discard: bool,
     /// The path of the packet being built, looked up once for its buffer and its
     /// transmission (`None`: its address handle is gone).
-    path_now: Option<Path>,
+    path_now: Option<PathNow>,
     out: &'a mut KVec<Packet>,
     /// Packets this call may still emit (`None`: no limit).
     budget: Option<usize>,
@@ -1102,12 +1109,37 @@ impl Clock for Io<'_> {
     }
 }
 
-impl Io<'_> {
+/// The path of the packet being built: the queue pair's own, or a copy of its address
+/// handle's, which user space may destroy meanwhile.
+#[derive(Clone, Copy)]
+enum PathNow {
+    /// The queue pair's path ([`Io::path`]): nothing copied per packet.
+    Connected,
+    /// The path of an address handle, as it was when the packet's buffer was taken.
+    AddressHandle(Path),
+}
+
+impl<'a> Io<'a> {
     /// Returns the path of a packet to `dest`, or `None` if its address handle is gone.
-    fn path_of(&self, dest: Destination) -> Option<Path> {
+    fn path_of(&self, dest: Destination) -> Option<PathNow> {
         match dest {
-            Destination::Connected => Some(*self.path),
-            Destination::AddressHandle(n) => self.env.ahs.get(n).map(|av| *av.path()),
+            Destination::Connected => Some(PathNow::Connected),
+            Destination::AddressHandle(n) => self
+                .env
+                .ahs
+                .get(n)
+                .map(|av| PathNow::AddressHandle(*av.path())),
+        }
+    }
+
+    /// Returns the path `now` stands for.
+    fn resolve<'b>(path: &'a Path, now: &'b PathNow) -> &'b Path
+    where
+        'a: 'b,
+    {
+        match now {
+            PathNow::Connected => path,
+            PathNow::AddressHandle(p) => p,
         }
     }
 }
@@ -1144,7 +1176,11 @@ impl Output for Io<'_> {
             Destination::AddressHandle(_) => GRH_LEN,
             Destination::Connected => 0,
         };
-        match self.path_now {
+        match self
+            .path_now
+            .as_ref()
+            .map(|now| Self::resolve(self.path, now))
+        {
             Some(path) if path.dmac != self.env.own_mac => {
                 match self
                     .env
@@ -1167,7 +1203,7 @@ impl Output for Io<'_> {
                 let mut v = KVec::new();
                 if v.reserve(grh_len + len, GFP_ATOMIC).is_ok() {
                     if grh_len > 0 {
-                        let _ = v.append(&tx::grh_of(&path, len));
+                        let _ = v.append(&tx::grh_of(path, len));
                     }
                     return Some(self.buf.insert(TxBuf::Local(v)));
                 }
@@ -1214,22 +1250,25 @@ impl Output for Io<'_> {
             return;
         }
         let buf = self.buf.take();
-        let Some(path) = self.path_now.take() else {
+        let Some(now) = self.path_now.take() else {
             self.env.counters.inc(Counter::SendErr);
             return;
         };
+        let path = Self::resolve(self.path, &now);
         match buf {
             Some(TxBuf::Skb(skb)) => {
                 // Another host: lost as on a congested link if it cannot go (the requester of
                 // a reliable connection retries), but counted. Traced once sent, from its BTH
                 // read before the buffer goes.
-                let fields = xmit_fields(self.env.shared, skb.data());
+                let fields = trace::xmit_enabled()
+                    .then(|| xmit_fields(self.env.shared, skb.data()))
+                    .flatten();
                 let lqpn = self.env.shared.number();
+                let connected = matches!(now, PathNow::Connected);
                 let sent = skb.len() as usize == len
-                    && self
-                        .env
-                        .ndev
-                        .is_some_and(|ndev| tx::send(ndev, self.route, &path, lqpn, skb).is_ok());
+                    && self.env.ndev.is_some_and(|ndev| {
+                        tx::send(ndev, self.route, path, connected, lqpn, skb).is_ok()
+                    });
                 if sent {
                     self.env.counters.add(Counter::SentBytes, len as u64);
                     if let Some(f) = &fields {
@@ -1242,8 +1281,9 @@ impl Output for Io<'_> {
             Some(TxBuf::Local(v)) => {
                 let datagram = matches!(dest, Destination::AddressHandle(_));
                 let grh_len = if datagram { GRH_LEN } else { 0 };
-                let fields = v
-                    .get(grh_len..)
+                let fields = trace::xmit_enabled()
+                    .then(|| v.get(grh_len..))
+                    .flatten()
                     .and_then(|b| xmit_fields(self.env.shared, b));
                 let whole = v.len() == grh_len + len;
                 let packet = if datagram {
@@ -1429,11 +1469,8 @@ impl Output for Io<'_> {
     }
 }
 
-/// Reports the packet `bytes` (BTH to ICRC) that `qp` sent.
-///
-/// A few loads and a BTH check even while the event is off: next to building the packet, they
-/// cost nothing measurable.
-/// Returns the fields the transmit tracepoint reports for the packet `bytes`.
+/// Returns the fields the transmit tracepoint reports for the packet `bytes` (BTH to ICRC)
+/// that `qp` sent; gathered only while the event is on ([`trace::xmit_enabled`]).
 fn xmit_fields(qp: &QpShared, bytes: &[u8]) -> Option<trace::PacketFields> {
     let (bth, _) = Bth::ref_from_prefix(bytes).ok()?;
     Some(trace::PacketFields {

@@ -88,21 +88,38 @@ pub(crate) fn ipv4_of(gid: &[u8; 16]) -> Option<[u8; 4]> {
     addr.try_into().ok()
 }
 
-/// The route a queue pair used last, and the path it leads along.
-pub(crate) type RouteCache = Option<(Path, Dst)>;
+/// The route a queue pair used last.
+pub(crate) struct CachedRoute {
+    /// The path it leads along.
+    path: Path,
+    /// Whether it is the queue pair's own path: the transport forgets the route when that
+    /// path changes, so a connected packet need not compare the paths.
+    connected: bool,
+    dst: Dst,
+}
 
-/// Returns the route for `path` out of `ndev`: the cached one while it holds, else a new one,
+/// The route a queue pair used last, if any.
+pub(crate) type RouteCache = Option<CachedRoute>;
+
+/// Returns the route for `path` out of `ndev` (`connected`: the queue pair's own path, and
+/// `v4` its IPv4 addresses, if it has them): the cached one while it holds, else a new one,
 /// which replaces it.
-fn route<'a>(cache: &'a mut RouteCache, ndev: &NetDevice, path: &Path) -> Result<&'a Dst> {
+fn route<'a>(
+    cache: &'a mut RouteCache,
+    ndev: &NetDevice,
+    path: &Path,
+    connected: bool,
+    v4: Option<([u8; 4], [u8; 4])>,
+) -> Result<&'a Dst> {
     if cache
         .as_ref()
-        .is_some_and(|(p, dst)| p == path && dst.is_valid())
+        .is_some_and(|c| ((connected && c.connected) || c.path == *path) && c.dst.is_valid())
     {
-        return cache.as_ref().map(|(_, dst)| dst).ok_or(EINVAL);
+        return cache.as_ref().map(|c| &c.dst).ok_or(EINVAL);
     }
     *cache = None;
     let net = ndev.net().ok_or(ENODEV)?;
-    let dst = match ipv4_of(&path.sgid).zip(ipv4_of(&path.dgid)) {
+    let dst = match v4 {
         Some((s, d)) => Dst::output_v4(&net, ndev.ifindex(), s, d)?,
         None => Dst::output_v6(
             &net,
@@ -112,7 +129,13 @@ fn route<'a>(cache: &'a mut RouteCache, ndev: &NetDevice, path: &Path) -> Result
             path.flow_label,
         )?,
     };
-    Ok(&cache.insert((*path, dst)).1)
+    Ok(&cache
+        .insert(CachedRoute {
+            path: *path,
+            connected,
+            dst,
+        })
+        .dst)
 }
 
 /// Head room a packet's buffer leaves for the link-layer, IP and UDP headers: an IPv6
@@ -158,8 +181,8 @@ impl TxBuffer for TxBuf {
 }
 
 /// Sends the packet in `skb` (a UDP payload from its BTH to its ICRC, whose four bytes are
-/// filled in here; the buffer from [`alloc`]) from queue pair `lqpn` along `path`, out of
-/// `ndev`, by the route in `cache` if it still holds.
+/// filled in here; the buffer from [`alloc`]) from queue pair `lqpn` along `path` (its own if
+/// `connected`), out of `ndev`, by the route in `cache` if it still holds.
 ///
 /// Errors: `ENODEV` if the netdevice has left its namespace, a routing error if there is no
 /// route, `ENOBUFS` if the packet was dropped locally, `EINVAL` if the buffer holds no
@@ -168,6 +191,7 @@ pub(crate) fn send(
     ndev: &NetDevice,
     cache: &mut RouteCache,
     path: &Path,
+    connected: bool,
     lqpn: u32,
     mut skb: TxSkb,
 ) -> Result {
@@ -179,8 +203,9 @@ pub(crate) fn send(
     // The destination QP number is in the BTH, bytes 5 to 7.
     let rqpn = u32::from_be_bytes([0, packet[5], packet[6], packet[7]]);
     let sport = udp_sport(path.flow_label, lqpn, rqpn);
-    let dst = route(cache, ndev, path)?;
-    let ip_len = if ipv4_of(&path.sgid).zip(ipv4_of(&path.dgid)).is_some() {
+    let v4 = ipv4_of(&path.sgid).zip(ipv4_of(&path.dgid));
+    let dst = route(cache, ndev, path, connected, v4)?;
+    let ip_len = if v4.is_some() {
         core::mem::size_of::<Ipv4Header>()
     } else {
         core::mem::size_of::<Ipv6Header>()
@@ -194,7 +219,7 @@ pub(crate) fn send(
     };
     skb.push_slice(udp.as_bytes())?;
     skb.reset_transport_header();
-    match ip_header(path, udp_len) {
+    match ip_header(path, v4, udp_len) {
         IpHeaderImage::V4(ip) => {
             skb.push_slice(ip.as_bytes())?;
             skb.reset_network_header();
@@ -216,10 +241,11 @@ enum IpHeaderImage {
     V6(Ipv6Header),
 }
 
-/// Returns the IP header of a datagram of `udp_len` UDP bytes along `path` (IPv4 with a zero
-/// identification and checksum, which the stack fills in).
-fn ip_header(path: &Path, udp_len: u16) -> IpHeaderImage {
-    match ipv4_of(&path.sgid).zip(ipv4_of(&path.dgid)) {
+/// Returns the IP header of a datagram of `udp_len` UDP bytes along `path`, whose IPv4
+/// addresses are `v4` if it has them (IPv4 with a zero identification and checksum, which the
+/// stack fills in).
+fn ip_header(path: &Path, v4: Option<([u8; 4], [u8; 4])>, udp_len: u16) -> IpHeaderImage {
+    match v4 {
         Some((saddr, daddr)) => IpHeaderImage::V4(Ipv4Header {
             version_ihl: 0x45,
             tos: path.traffic_class,
@@ -258,7 +284,7 @@ fn ip_header(path: &Path, udp_len: u16) -> IpHeaderImage {
 pub(crate) fn grh_of(path: &Path, len: usize) -> [u8; GRH_LEN] {
     let udp_len = u16::try_from(core::mem::size_of::<UdpHeader>() + len).unwrap_or(u16::MAX);
     let mut grh = [0u8; GRH_LEN];
-    let ip = ip_header(path, udp_len);
+    let ip = ip_header(path, ipv4_of(&path.sgid).zip(ipv4_of(&path.dgid)), udp_len);
     let (at, bytes) = match &ip {
         IpHeaderImage::V4(ip) => (GRH_LEN - core::mem::size_of::<Ipv4Header>(), ip.as_bytes()),
         IpHeaderImage::V6(ip) => (0, ip.as_bytes()),

@@ -29,9 +29,12 @@ pub fn is_early(psn: Psn, epsn: Psn) -> bool {
 ///
 /// # Invariants
 ///
-/// No two held requests have the same PSN.
+/// No two held requests have the same PSN, and `count` is the number of slots that hold one.
 pub struct Held<T, const N: usize> {
     slots: [Option<(Psn, Instant, T)>; N],
+    /// How many slots hold a request: an empty holder, the common case, is known without a
+    /// scan.
+    count: usize,
 }
 
 impl<T, const N: usize> Default for Held<T, N> {
@@ -43,19 +46,21 @@ impl<T, const N: usize> Default for Held<T, N> {
 impl<T, const N: usize> Held<T, N> {
     /// Returns an empty holder.
     pub fn new() -> Self {
+        // INVARIANT: No slot holds a request.
         Self {
             slots: core::array::from_fn(|_| None),
+            count: 0,
         }
     }
 
     /// Returns the number of requests held.
     pub fn len(&self) -> usize {
-        self.slots.iter().flatten().count()
+        self.count
     }
 
     /// Returns true if no request is held.
     pub fn is_empty(&self) -> bool {
-        self.slots.iter().all(Option::is_none)
+        self.count == 0
     }
 
     /// Holds `item`, the request at `psn`, which came at `now` while `epsn` was expected.
@@ -68,8 +73,10 @@ impl<T, const N: usize> Held<T, N> {
         }
         match self.slots.iter_mut().find(|s| s.is_none()) {
             Some(slot) => {
-                // INVARIANT: No request with this PSN is held (checked above).
+                // INVARIANT: No request with this PSN is held (checked above), and the slot
+                // was empty.
                 *slot = Some((psn, now, item));
+                self.count = self.count.saturating_add(1);
                 Ok(())
             }
             None => Err(item),
@@ -78,11 +85,17 @@ impl<T, const N: usize> Held<T, N> {
 
     /// Takes the request held for `psn`, if there is one.
     pub fn take(&mut self, psn: Psn) -> Option<T> {
+        if self.count == 0 {
+            return None;
+        }
         let slot = self
             .slots
             .iter_mut()
             .find(|s| s.as_ref().is_some_and(|s| s.0 == psn))?;
-        slot.take().map(|(_, _, item)| item)
+        let (_, _, item) = slot.take()?;
+        // INVARIANT: The slot held a request and holds none now.
+        self.count = self.count.saturating_sub(1);
+        Some(item)
     }
 
     /// Takes the held request that comes first from `epsn` on, to release them all in order.
@@ -92,12 +105,18 @@ impl<T, const N: usize> Held<T, N> {
             .iter_mut()
             .filter(|s| s.is_some())
             .min_by_key(|s| s.as_ref().map_or(u32::MAX, |s| s.0.distance_from(epsn)))?;
-        slot.take().map(|(_, _, item)| item)
+        let (_, _, item) = slot.take()?;
+        // INVARIANT: The slot held a request and holds none now.
+        self.count = self.count.saturating_sub(1);
+        Some(item)
     }
 
     /// Returns when the requests held are to be released if their gap has not filled: `hold`
     /// nanoseconds after the oldest came.
     pub fn deadline(&self, hold: u64) -> Option<Instant> {
+        if self.count == 0 {
+            return None;
+        }
         self.slots
             .iter()
             .flatten()
@@ -108,6 +127,6 @@ impl<T, const N: usize> Held<T, N> {
 
     /// Returns true if a request is held and the holder cannot take another.
     pub fn is_full(&self) -> bool {
-        self.slots.iter().all(Option::is_some)
+        self.count == N
     }
 }
