@@ -753,9 +753,11 @@ def cmd_run(opts):
     # Repetitions outside, drivers inside: the host's speed drifts within a boot (TCG on a
     # shared machine), and measuring all of one driver and then all of the other turned that
     # drift into a bias of every ratio. Interleaved, each repetition compares the drivers
-    # minutes apart at most, and the medians take one figure of each repetition.
+    # minutes apart at most, and the medians take one figure of each repetition. The order
+    # alternates: two identical builds, always in the same order, came out with the second
+    # behind by up to 9 % in every repetition on some figures (session 59).
     for rep in range(opts.reps):
-        for drv in opts.drivers:
+        for drv in opts.drivers if rep % 2 == 0 else opts.drivers[::-1]:
             mod = DRIVERS[drv]
             unload_all()
             try:
@@ -887,7 +889,7 @@ def table(summary):
            f"{b}/{a}: ratio of the medians; '<' marks a figure where {b} is behind "
            "(lower bandwidth, higher latency). ± is half the spread of the repetitions.",
            f"behind: in how many repetitions {b} was behind {a} (the two run one after the "
-           "other in each); '<<' marks a figure behind in every one of at least three.",
+           "other in each, in turn first); '<<' marks a figure behind in every one of at least three.",
            ""]
     hdr = (f"{'path':<9} {'figure':<22} {'unit':<7} {a:>9} {'':>5} {b:>9} {'':>5} "
            f"{b + '/' + a:>7}   {'behind':>6}")
