@@ -20,6 +20,11 @@ class Results:
         self.results.append((bool(ok), desc, diag, now - self.last))
         self.last = now
 
+    def skip(self, desc, reason):
+        """A check not made, and why: KTAP's SKIP, which counts as neither passed nor failed."""
+        self.results.append(("skip", desc, reason, 0))
+        self.last = time.monotonic()
+
     def note(self, text):
         """A diagnostic line, printed in order among the results; not a check."""
         self.results.append((None, text, "", 0))
@@ -35,6 +40,9 @@ class Results:
                 print(f"# {desc}")
                 continue
             i += 1
+            if ok == "skip":
+                print(f"ok {i} {desc} # SKIP {diag}")
+                continue
             print(f"{'ok' if ok else 'not ok'} {i} {desc}")
             print(f"# took {took:.0f} s")
             if diag:
