@@ -554,7 +554,7 @@ def big_region_scenario(drv, p):
         whole_region(drv, p, region)
     else:
         # Open (2026-12-06): under rdma_rxe_rust the WRITE of the whole region failed once in
-        # six runs (IBV_WC_RETRY_EXC_ERR after 36 s, the slab 456 MiB up): until that is
+        # seven runs (IBV_WC_RETRY_EXC_ERR after 36 s, the slab 456 MiB up): until that is
         # found, make test does not run it. RXE_WHOLE_REGION=1 does.
         RES.skip(f"{drv}: one RDMA WRITE and one READ of 256 MiB, compared byte for byte",
                  "RXE_WHOLE_REGION is not set: an open failure of rdma_rxe_rust")
