@@ -2091,6 +2091,67 @@ fn acknowledgement_past_the_send_position_moves_it_up() {
     assert_eq!(b.mem.remote[..8 * 256], a.mem.local[..8 * 256]);
 }
 
+#[test]
+fn acknowledgement_of_a_psn_not_yet_sent_is_dropped() {
+    let (mut a, mut b) = pair(QpType::Rc, 7, 7);
+    pattern(&mut a.mem.local[..2 * SLOT], 5);
+    let write = |id: u64, off: u32, packets: u32| {
+        wr(
+            id,
+            WrOpcode::RdmaWrite,
+            Remote::Rdma {
+                addr: REMOTE + u64::from(off),
+                rkey: RKEY,
+            },
+            packets * 256,
+        )
+    };
+    // A WRITE of two packets, both lost: the timeout narrows the window and sends them again.
+    a.post(write(0, 0, 2));
+    assert_eq!(a.take_sent().len(), 2);
+    a.time_out();
+    let again = a.take_sent();
+    assert_eq!(again.len(), 2);
+    b.deliver(&again);
+    a.deliver(&b.take_sent());
+    assert_eq!(a.sends_done(), [(0, WcStatus::Success)]);
+    // A WRITE of 16 packets takes 16 PSNs; the narrow window lets only the first few out.
+    a.post(write(1, 2 * 256, 16));
+    let sent = a.take_sent();
+    assert!(!sent.is_empty() && sent.len() < 12, "{} sent", sent.len());
+    let first = Packet::parse(&sent[0]).unwrap().psn();
+    b.deliver(&sent);
+    let ack = b.take_sent();
+    assert_eq!(ack.len(), 1);
+    // An acknowledgement of the WRITE's PSN 12 (forged, or stale from an earlier
+    // connection): that packet was never sent, so it acknowledges nothing. Taken, it moved
+    // the requester past packets the responder never got.
+    let mut forged = ack[0].clone();
+    forged[9..12].copy_from_slice(&first.add(12).get().to_be_bytes()[1..]);
+    let dropped = a.count(Counter::DroppedPackets);
+    a.deliver(&[forged]);
+    assert_eq!(a.count(Counter::DroppedPackets), dropped + 1);
+    assert!(a.take_sent().is_empty(), "nothing skipped ahead");
+    // The real acknowledgement, then the rest, in turn.
+    a.deliver(&ack);
+    let mut out = a.take_sent();
+    while !out.is_empty() {
+        b.deliver(&out);
+        a.deliver(&b.take_sent());
+        out = a.take_sent();
+    }
+    assert_eq!(
+        a.sends_done(),
+        [(0, WcStatus::Success), (1, WcStatus::Success)]
+    );
+    assert_eq!(b.mem.remote[..2 * 256], a.mem.local[..2 * 256]);
+    assert_eq!(
+        b.mem.remote[2 * 256..18 * 256],
+        a.mem.local[SLOT..SLOT + 16 * 256]
+    );
+    assert_eq!(a.count(Counter::Retry), 1);
+}
+
 // On-demand paging: a page not present (`AccessError::NotPresent`) stops the transport without
 // a trace, and the same request or packet is carried out again once the page is in.
 

@@ -113,8 +113,16 @@ impl<const N: usize> Requester<N> {
     }
 
     /// Returns true if `psn` was sent and is not yet acknowledged.
+    ///
+    /// Sent, not only taken by a WQE: a response to a PSN past the furthest packet sent (a
+    /// forged one, or a stale one of an earlier connection) would otherwise complete WQEs
+    /// and move the send position past packets the responder never got.
     fn is_outstanding(&self, psn: Psn) -> bool {
-        psn.distance_from(self.comp_psn) < self.next_psn.distance_from(self.comp_psn)
+        let sent = self
+            .sent_end
+            .distance_from(self.comp_psn)
+            .min(self.next_psn.distance_from(self.comp_psn));
+        psn.distance_from(self.comp_psn) < sent
     }
 
     /// Acknowledges what a READ or atomic response at `psn` implies, and returns the oldest

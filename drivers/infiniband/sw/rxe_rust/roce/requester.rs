@@ -215,6 +215,10 @@ pub struct Requester<const N: usize> {
     pub(super) cur_pkt: u32,
     /// First PSN of the next WQE to be assigned PSNs.
     pub(super) next_psn: Psn,
+    /// The PSN just past the furthest packet sent (for a READ request, past the responses it
+    /// asks for): a WQE takes all its PSNs at once, but a response to one not sent yet answers
+    /// nothing.
+    pub(super) sent_end: Psn,
     /// The oldest PSN not yet acknowledged.
     pub(super) comp_psn: Psn,
     /// Reads and atomics sent and not completed.
@@ -290,6 +294,7 @@ impl<const N: usize> Requester<N> {
             cur: 0,
             cur_pkt: 0,
             next_psn: cfg.sq_psn,
+            sent_end: cfg.sq_psn,
             comp_psn: cfg.sq_psn,
             rd_atomic: 0,
             noack_pkts: 0,
@@ -804,6 +809,10 @@ impl<const N: usize> Requester<N> {
                 self.fail(i, WcStatus::LocQpOpErr, out);
                 return false;
             }
+        }
+        let end = psn.add(read_packets);
+        if self.sent_end.is_before(end) {
+            self.sent_end = end;
         }
         if rc && self.retrans_deadline.is_none() {
             self.arm_retransmit(out);
