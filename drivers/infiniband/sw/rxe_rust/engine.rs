@@ -1233,7 +1233,7 @@ impl QpShared {
         drop_unallocated(core::mem::replace(&mut t.tx, tx));
         drop_unallocated(core::mem::replace(&mut end.batch, packets));
         // Taken above and drained: held packets went back into `t.backlog`.
-        drop_unallocated(backlog);
+        drop_unallocated(backlog.into_inner());
         end
     }
 
@@ -1295,11 +1295,11 @@ impl QpShared {
         }
     }
 
-    /// Queues `pkt` behind the READ response being sent; on no memory it is freed as
-    /// dropped (the requester retries).
+    /// Queues `pkt` behind the READ response being sent; if the backlog refuses it (full, or
+    /// no memory), it is dropped and counted, as by a full inbox: the requester retries.
     fn to_backlog(&self, t: &mut Transport, pkt: Packet) {
-        if t.backlog.push(pkt, GFP_ATOMIC).is_err() {
-            DropReason::NoMemory.report(&self.engine.counters, self.dev_index, self.number());
+        if let Err((why, pkt)) = t.backlog.hold(pkt) {
+            self.dropped(why, pkt);
         }
     }
 

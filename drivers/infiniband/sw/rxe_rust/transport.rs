@@ -79,6 +79,7 @@ use crate::{
             WqeData, //
         },
     },
+    rx::DropReason,
     stats::{
         Counter,
         Counters, //
@@ -237,8 +238,8 @@ pub(crate) struct Transport {
     pub(crate) timers: [Option<u64>; 2],
     /// The deadline the queue pair's timer is set for, if any.
     pub(crate) armed: Option<u64>,
-    /// Packets held back while a READ response waits for transmit buffers, oldest first.
-    pub(crate) backlog: KVec<Packet>,
+    /// Packets held back while a READ response waits for transmit buffers.
+    pub(crate) backlog: Backlog,
     /// Requests that came early, held until those before them come ([`crate::roce::reorder`]).
     early: Held<Packet, EARLY_REQUESTS>,
     /// The requester took new WQEs since the last message of SENDs or WRITEs came: the next
@@ -343,7 +344,7 @@ impl Transport {
                 route: None,
                 timers: [None, None],
                 armed: None,
-                backlog: KVec::new(),
+                backlog: Backlog::default(),
                 early: Held::new(),
                 in_turn: false,
                 hold_requests: false,
@@ -577,6 +578,55 @@ impl Packet {
             Self::Local(_) | Self::LocalDatagram(_) => (),
             Self::Wire(skb) => skb.drop_with_reason(reason),
         }
+    }
+}
+
+/// Packets a queue pair holds back while a READ response it sends waits for transmit buffers,
+/// oldest first.
+///
+/// # Invariants
+///
+/// It holds at most [`Backlog::MAX`] packets.
+#[derive(Default)]
+pub(crate) struct Backlog(KVec<Packet>);
+
+impl Backlog {
+    /// The most packets held. A peer that keeps to its window sends at most
+    /// [`MAX_UNACKED_PSNS`] requests unacknowledged, and the queue pair's own requester gets at
+    /// most as many responses: with retries on top, far fewer than this wait. A peer that
+    /// ignores its window, or forges packets, gets no more memory than this.
+    ///
+    /// [`MAX_UNACKED_PSNS`]: crate::roce::requester::MAX_UNACKED_PSNS
+    pub(crate) const MAX: usize = 1024;
+
+    /// Holds `pkt` after those held. Fails with the reason to drop it for, and hands it back,
+    /// if [`Backlog::MAX`] are held already ([`DropReason::Busy`]) or there is no memory.
+    pub(crate) fn hold(&mut self, pkt: Packet) -> Result<(), (DropReason, Packet)> {
+        let v = &mut self.0;
+        if v.len() >= Self::MAX {
+            return Err((DropReason::Busy, pkt));
+        }
+        if v.len() == v.capacity() && v.reserve(1, GFP_ATOMIC).is_err() {
+            return Err((DropReason::NoMemory, pkt));
+        }
+        // INVARIANT: fewer than `MAX` were held, so at most `MAX` are.
+        v.push_within_capacity(pkt)
+            .map_err(|e| (DropReason::NoMemory, e.0))
+    }
+
+    /// Returns whether no packet is held.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Takes every packet held, oldest first.
+    pub(crate) fn drain_all(&mut self) -> impl Iterator<Item = Packet> + '_ {
+        self.0.drain_all()
+    }
+
+    /// Returns the vector the packets were held in, drained or not.
+    pub(crate) fn into_inner(self) -> KVec<Packet> {
+        self.0
     }
 }
 
@@ -1482,4 +1532,32 @@ fn xmit_fields(qp: &QpShared, bytes: &[u8]) -> Option<trace::PacketFields> {
         // A packet is at most an IB MTU and its headers.
         len: bytes.len() as u32,
     })
+}
+
+#[kunit_tests(rdma_rxe_rust_transport)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_backlog_holds_at_most_its_bound_and_gives_back_what_it_refuses() {
+        let mut b = Backlog::default();
+        assert!(b.is_empty());
+        for i in 0..Backlog::MAX {
+            let mut v = KVec::new();
+            assert!(v.push(i as u8, GFP_KERNEL).is_ok());
+            assert!(b.hold(Packet::Local(v)).is_ok());
+        }
+        let mut v = KVec::new();
+        assert!(v.push(0xab, GFP_KERNEL).is_ok());
+        let refused = b.hold(Packet::Local(v));
+        assert!(matches!(&refused, Err((DropReason::Busy, p)) if p.bytes() == [0xab]));
+        // Oldest first, every one.
+        let mut n = 0;
+        for (i, p) in b.drain_all().enumerate() {
+            assert_eq!(p.bytes(), &[i as u8]);
+            n += 1;
+        }
+        assert_eq!(n, Backlog::MAX);
+        assert!(b.is_empty());
+    }
 }
