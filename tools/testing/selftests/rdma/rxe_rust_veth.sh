@@ -37,7 +37,10 @@
 # over TCP. Before it, ibv_rc_pingpong -c runs over a wire that loses a
 # fifth of the SEND packets each way but no acknowledgement (a u32 filter
 # on the BTH opcode sends only those through netem): each side NAKs and
-# retries, and the retransmit counters must move.
+# retries, and the retransmit counters must move. Then the same transfer
+# through a queue on each veth too small for a run's burst: the packets the
+# stack drops locally (NET_XMIT_DROP) are counted in send_err and sent again
+# by the transport, and every byte arrives.
 #
 # Usage: rxe_rust_veth.sh [DRIVER...]  (default: rdma_rxe_rust)
 # The C driver ran in every CI run of this test from 2026-11-22 to
@@ -102,7 +105,7 @@ MCAST_SIZE=1000
 READ_ORDER_N=20
 READ_ORDER_SIZE=$((256 << 10))
 # Checks per driver (the plan is fixed: every check prints its line).
-CHECKS=40
+CHECKS=41
 # rxe_rust_capture.py, and the opcodes the capture must hold: RC SEND
 # FIRST/MIDDLE/LAST/ONLY, RDMA WRITE FIRST/MIDDLE/LAST/ONLY, READ request
 # and responses FIRST/MIDDLE/LAST/ONLY, ACK, atomic ACK, CMP_SWAP,
@@ -729,6 +732,40 @@ read_in_order() {
 	[ "$after" -eq "$before" ]
 }
 
+# A full queue on the way out of each side: netem at a set rate with room
+# for 8 packets, fed by bursts of up to 64 (a run's budget), so that
+# ip_local_out drops some (netem's full queue gives NET_XMIT_DROP; its
+# random loss, by contrast, reports success). Issue 9: a local drop is retried
+# by the transport, no data lost and no queue pair stuck.
+FULL_QUEUE="netem rate 5mbit limit 8"
+
+# The packets the root qdisc of veth $2 in namespace $1 dropped.
+qdisc_dropped() {
+	tc -n $1 -s qdisc show dev $2 | sed -n 's/.*(dropped \([0-9]*\),.*/\1/p' | head -n 1
+}
+
+# rxe_rust_bulk.py across, with FULL_QUEUE on both veths: every byte read
+# back, and send_err of each device moved by what its veth's queue dropped,
+# which is more than nothing.
+full_queue() {
+	local a0 b0 a1 b1 da= db= rc=1
+	a0=$(counter $DEV_A send_err) && b0=$(counter $DEV_B send_err) || return 1
+	if tc -n $NS_A qdisc add dev $VETH_A root $FULL_QUEUE &&
+		tc -n $NS_B qdisc add dev $VETH_B root $FULL_QUEUE; then
+		across -x "$GA4" "$GB4" "$BULK" -s $BULK_SIZE -c $BULK_CHUNK
+		rc=$?
+		da=$(qdisc_dropped $NS_A $VETH_A)
+		db=$(qdisc_dropped $NS_B $VETH_B)
+	fi
+	tc -n $NS_A qdisc del dev $VETH_A root 2>/dev/null
+	tc -n $NS_B qdisc del dev $VETH_B root 2>/dev/null
+	a1=$(counter $DEV_A send_err) && b1=$(counter $DEV_B send_err) || return 1
+	echo "dropped by the queues: $VETH_A ${da:-?}, $VETH_B ${db:-?};" \
+		"send_err: $DEV_A $a0 -> $a1, $DEV_B $b0 -> $b1"
+	[ $rc -eq 0 ] && [ "${da:-0}" -gt 0 ] && [ "${db:-0}" -gt 0 ] &&
+		[ $((a1 - a0)) -eq "$da" ] && [ $((b1 - b0)) -eq "$db" ]
+}
+
 # Succeeds if the recovery counters of both devices together grew past the
 # sum $1 (the value of recovery_sum before the lossy runs).
 # The large transfer: both veths to LARGE_NETDEV_MTU (each device's port
@@ -882,6 +919,16 @@ run_driver() {
 
 	run_check "ibv_rc_pingpong -c -s 4000 over a wire that loses $SEND_LOSS of the SEND packets each way, none of the acknowledgements" \
 		pingpong_send_loss
+
+	if [ "$DRV" = "$RXE_C" ]; then
+		# rxe_requester fails the WQE with IB_WC_LOC_QP_OP_ERR on any
+		# transmit error, a local drop included, and its QP with it.
+		ktap_test_skip "$DRV: a full queue on the way out (rdma_rxe fails its QP on a local drop)"
+	else
+		RUN_TIMEOUT=$BULK_TIMEOUT run_check \
+			"$((BULK_SIZE >> 20)) MiB RDMA WRITE then READ through a full queue each way ($FULL_QUEUE): each local drop counted in send_err and retried, every byte read back" \
+			full_queue
+	fi
 
 	local lost=
 	NOT_RUN=$setup_failed
