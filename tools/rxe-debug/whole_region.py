@@ -23,7 +23,6 @@ rise also prints the allocation sites of kmalloc-2k with the most live objects
 """
 import os, sys, time, subprocess, threading
 sys.path.insert(0, "tools/testing/selftests/rdma")
-os.environ["RXE_WHOLE_REGION"] = "1"
 import rxe_rust_traffic as T
 from pyverbs.device import Context
 

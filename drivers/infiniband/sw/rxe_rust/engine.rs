@@ -32,6 +32,10 @@
 
 use crate::{
     ah::AhTable,
+    buffers::{
+        BufferPool,
+        RunBuffers, //
+    },
     mr::{
         MrShared,
         MrTable, //
@@ -66,6 +70,7 @@ use crate::{
         Io,
         Mem,
         Packet,
+        PacketQueue,
         Roce,
         Transport,
         SQ_WINDOW, //
@@ -132,9 +137,6 @@ impl QpShared {
 /// Packets one run of a queue pair may emit from its send queue; it runs again after.
 const SEND_BUDGET: usize = 64;
 
-/// Packets that may wait for one queue pair; beyond, they are dropped (and counted).
-pub(crate) const MAX_INBOX_PACKETS: usize = 1024;
-
 /// The work item of a queue pair's run (the timer is the other, [`QpShared`]'s default).
 pub(crate) const RUN: u64 = 1;
 
@@ -175,11 +177,12 @@ const DRAIN_RUNS: usize = 256;
 /// What waits for a queue pair's run.
 #[derive(Default)]
 pub(crate) struct Inbox {
-    /// Packets for the queue pair, oldest first.
-    packets: KVec<Packet>,
-    /// An empty vector with the capacity a run gave back: the next run swaps it in for
+    /// Packets for the queue pair, oldest first; beyond its bound, they are dropped (and
+    /// counted).
+    packets: PacketQueue,
+    /// An empty queue with the capacity a run gave back: the next run swaps it in for
     /// `packets`, so queueing a packet allocates only when more wait than ever before.
-    spare: KVec<Packet>,
+    spare: PacketQueue,
     /// New send WQEs, or a send run that ran out of budget.
     kicked: bool,
     /// The queue pair's timer fired.
@@ -241,6 +244,9 @@ pub(crate) struct Engine {
     /// Serialises atomic operations (a read and a write of the target) across queue pairs.
     #[pin]
     atomics: SpinLockIrq<()>,
+    /// Idle buffers of packets between queue pairs of the device.
+    #[pin]
+    buffers: BufferPool,
 }
 
 impl Engine {
@@ -254,6 +260,7 @@ impl Engine {
         ndev: ARef<NetDevice>,
         mac: [u8; 6],
     ) -> Result<Arc<Self>> {
+        let buffers = BufferPool::new()?;
         Arc::pin_init(
             pin_init!(Self {
                 qps,
@@ -266,6 +273,7 @@ impl Engine {
                 origin: jiffies_64(),
                 qp_serials: AtomicU64::new(0),
                 atomics <- new_spinlock_irq!(()),
+                buffers <- buffers,
             }),
             GFP_KERNEL,
         )
@@ -318,6 +326,7 @@ impl Engine {
             ndev: self.ndev.try_access_with_guard(rcu).map(|ndev| &**ndev),
             own_mac: self.mac,
             atomics: &self.atomics,
+            buffers: &self.buffers,
             now: self.now(),
             rcu,
         }
@@ -356,13 +365,8 @@ impl Engine {
     /// Called with the sender's transport locked: its packets are queued in the order it sent
     /// them, before any later run of the sender can queue more (a receiver run nested in
     /// another context may let it send again).
-    fn queue_local(&self, from: &QpShared, out: KVec<Packet>, to: &mut Receivers) {
-        if out.is_empty() {
-            // Packets to the wire, the usual case, left nothing here.
-            drop_unallocated(out);
-            return;
-        }
-        for pkt in out {
+    fn queue_local(&self, from: &QpShared, out: &mut KVec<Packet>, to: &mut Receivers) {
+        for pkt in out.drain_all() {
             let qpn = match RocePacket::parse(pkt.bytes()) {
                 Ok(p) => p.dest_qpn(),
                 Err(_) => {
@@ -396,11 +400,13 @@ impl Engine {
         };
         let rcu = rcu::read_lock();
         let env = self.env(qp, &rcu);
-        let (mut tx, mut out) = (KVec::new(), KVec::new());
+        let (mut tx, mut out) = (RunBuffers::default(), KVec::new());
         with_io(t, &env, &mut tx, &mut out, |roce, _mem, io| roce.fail(io));
+        tx.give_back(&self.buffers);
         qp.note_psns(Some(t));
         let mut receivers = Receivers::default();
-        self.queue_local(qp, out, &mut receivers);
+        self.queue_local(qp, &mut out, &mut receivers);
+        drop_unallocated(out);
         drop(guard);
         receivers.run(Context::Nested);
     }
@@ -430,7 +436,7 @@ impl Engine {
         &self,
         qp: &QpShared,
         t: &mut Transport,
-        tx: &mut KVec<u8>,
+        tx: &mut RunBuffers,
         out: &mut KVec<Packet>,
     ) -> bool {
         let now = self.now();
@@ -466,7 +472,7 @@ impl Engine {
         &self,
         qp: &QpShared,
         t: &mut Transport,
-        tx: &mut KVec<u8>,
+        tx: &mut RunBuffers,
         out: &mut KVec<Packet>,
     ) -> SendRun {
         // Draining (SQD), the requester finishes what it took, and takes nothing new.
@@ -558,7 +564,7 @@ impl Engine {
         &self,
         qp: &QpShared,
         t: &mut Transport,
-        tx: &mut KVec<u8>,
+        tx: &mut RunBuffers,
         out: &mut KVec<Packet>,
     ) -> bool {
         self.step(qp, t, tx, out, |roce, mem, io| {
@@ -572,7 +578,7 @@ impl Engine {
         &self,
         qp: &QpShared,
         t: &mut Transport,
-        tx: &mut KVec<u8>,
+        tx: &mut RunBuffers,
         out: &mut KVec<Packet>,
     ) -> bool {
         self.step(qp, t, tx, out, |roce, _mem, io| roce.end_of_batch(io))
@@ -584,7 +590,7 @@ impl Engine {
         &self,
         qp: &QpShared,
         t: &mut Transport,
-        tx: &mut KVec<u8>,
+        tx: &mut RunBuffers,
         out: &mut KVec<Packet>,
         f: impl FnOnce(&mut Roce, &mut Mem<'_>, &mut Io<'_>),
     ) -> bool {
@@ -607,7 +613,7 @@ impl Engine {
         t: &mut Transport,
         packet: &Packet,
         pkt: &RocePacket<'_>,
-        tx: &mut KVec<u8>,
+        tx: &mut RunBuffers,
         out: &mut KVec<Packet>,
     ) -> bool {
         let bytes = packet.bytes();
@@ -689,7 +695,7 @@ fn fail_if_netdev_gone(qp: &QpShared, roce: &mut Roce, io: &mut Io<'_>) {
 
 /// Drops `v`, without the allocator call the kernel's vector makes on drop even when it never
 /// allocated (several per run on the packet path otherwise).
-fn drop_unallocated<T>(v: KVec<T>) {
+pub(crate) fn drop_unallocated<T>(v: KVec<T>) {
     if v.capacity() == 0 && v.is_empty() {
         // No allocation and no element: nothing to free or drop.
         core::mem::forget(v);
@@ -746,7 +752,7 @@ struct RunEnd {
     /// Requests wait for the work item or a waiting doorbell (a run in softirq).
     held_requests: bool,
     /// The run's packets, handled and freed: the vector goes back to the inbox as its spare.
-    batch: KVec<Packet>,
+    batch: PacketQueue,
 }
 
 /// How many queue pairs a run notes to run after it ([`Receivers`]); the rest are scheduled.
@@ -988,8 +994,8 @@ impl QpShared {
     /// or if `to_work_item` and no run is in progress (which looks at the inbox again before
     /// it ends): one hold of the inbox's lock for both.
     ///
-    /// Fails with `ENOBUFS` if [`MAX_INBOX_PACKETS`] wait already, `ESRCH` if the queue pair
-    /// is being destroyed, or `ENOMEM`, and hands the packet back.
+    /// Fails with `ESRCH` if the queue pair is being destroyed, or as [`PacketQueue::push`],
+    /// and hands the packet back.
     ///
     /// Returns whether new send WQEs or held requests wait for a run in process context,
     /// which is then scheduled or in progress.
@@ -1004,22 +1010,7 @@ impl QpShared {
             if inbox.dying {
                 return Err((ESRCH, packet));
             }
-            if inbox.packets.len() >= MAX_INBOX_PACKETS {
-                return Err((ENOBUFS, packet));
-            }
-            // Room is there nearly always (the vector keeps its capacity from run to run):
-            // `reserve` is out of line.
-            if inbox.packets.len() == inbox.packets.capacity()
-                && inbox.packets.reserve(1, GFP_ATOMIC).is_err()
-            {
-                return Err((ENOMEM, packet));
-            }
-            // Room for one was just reserved: this does not fail, but hands the packet back
-            // if it did.
-            inbox
-                .packets
-                .push_within_capacity(packet)
-                .map_err(|e| (ENOMEM, e.0))?;
+            inbox.packets.push(packet)?;
             if (defer && inbox.kicked && !inbox.sending_run()) || (to_work_item && !inbox.running) {
                 Self::schedule_locked(this, &inbox);
             }
@@ -1142,7 +1133,7 @@ impl QpShared {
             bad: None,
             receivers: Receivers::default(),
             held_requests: false,
-            batch: KVec::new(),
+            batch: PacketQueue::default(),
         };
         // Reset or going: what waited is dropped, as by a port that is down.
         let Some(t) = transport.as_mut() else {
@@ -1155,7 +1146,7 @@ impl QpShared {
             for pkt in packets.drain_all() {
                 self.dropped(why, pkt);
             }
-            drop_unallocated(core::mem::replace(&mut end.batch, packets));
+            core::mem::replace(&mut end.batch, packets).drop_unallocated();
             return end;
         };
         let engine = &*self.engine;
@@ -1165,9 +1156,8 @@ impl QpShared {
         // response whole or not at all ([`Transport::response_exceeds`]).
         t.bound_run(ctx != Context::Softirq);
         // Packets for queue pairs of this device, queued to them before the transport is
-        // unlocked.
-        let mut out = KVec::new();
-        // The transmit buffer of packets that go nowhere keeps its capacity from run to run.
+        // unlocked; the vector keeps its capacity from run to run, as do the buffers.
+        let mut out = core::mem::take(&mut t.out);
         let mut tx = core::mem::take(&mut t.tx);
         // Packets first: an acknowledgement that waits here pushes back the retransmit
         // deadline of a timer that fired meanwhile, which then finds nothing due. Run before
@@ -1227,13 +1217,19 @@ impl QpShared {
         t.bound_run(false);
         self.note_psns(Some(t));
         engine.note_timers(self, t);
-        engine.queue_local(self, out, &mut end.receivers);
-        // The vector left in its place was never allocated: its drop would still call the
-        // allocator.
-        drop_unallocated(core::mem::replace(&mut t.tx, tx));
-        drop_unallocated(core::mem::replace(&mut end.batch, packets));
-        // Taken above and drained: held packets went back into `t.backlog`.
-        drop_unallocated(backlog.into_inner());
+        engine.queue_local(self, &mut out, &mut end.receivers);
+        drop_unallocated(core::mem::replace(&mut t.out, out));
+        // The run's buffers go to the device's pool; what was left in their place was never
+        // allocated, and its drop would still call the allocator.
+        tx.give_back(&engine.buffers);
+        core::mem::replace(&mut t.tx, tx).drop_unallocated();
+        core::mem::replace(&mut end.batch, packets).drop_unallocated();
+        // Taken above and drained: held packets went back into `t.backlog`. If none did, the
+        // drained queue keeps its capacity for the next run.
+        if t.backlog.is_empty() {
+            core::mem::swap(&mut t.backlog, &mut backlog);
+        }
+        backlog.drop_unallocated();
         end
     }
 
@@ -1248,7 +1244,7 @@ impl QpShared {
         t: &mut Transport,
         mut pkt: Packet,
         mut hold: bool,
-        tx: &mut KVec<u8>,
+        tx: &mut RunBuffers,
         out: &mut KVec<Packet>,
     ) -> bool {
         let engine = &*self.engine;
@@ -1263,7 +1259,7 @@ impl QpShared {
             // Parsed once here, for the holder and for the transport (the ICRC was checked
             // when the packet came).
             let Ok(parsed) = RocePacket::parse(pkt.bytes()) else {
-                pkt.consume();
+                tx.consume(&engine.buffers, pkt);
                 return failed;
             };
             let early = if hold { t.early_psn(&parsed) } else { None };
@@ -1283,7 +1279,7 @@ impl QpShared {
                 }
             }
             failed |= engine.receive(self, t, &pkt, &parsed, tx, out);
-            pkt.consume();
+            tx.consume(&engine.buffers, pkt);
             // The gap may have closed: the early requests held behind it follow, in turn.
             match t.take_in_turn() {
                 Some(next) => {
@@ -1298,15 +1294,20 @@ impl QpShared {
     /// Queues `pkt` behind the READ response being sent; if the backlog refuses it (full, or
     /// no memory), it is dropped and counted, as by a full inbox: the requester retries.
     fn to_backlog(&self, t: &mut Transport, pkt: Packet) {
-        if let Err((why, pkt)) = t.backlog.hold(pkt) {
-            self.dropped(why, pkt);
+        if let Err((e, pkt)) = t.backlog.push(pkt) {
+            self.dropped(DropReason::not_taken(e), pkt);
         }
     }
 
     /// Hands every early request held to the transport, in PSN order: the first one after
     /// the gap gets the sequence error NAK, as it would have without holding. Returns whether
     /// the transport failed.
-    fn release_early(&self, t: &mut Transport, tx: &mut KVec<u8>, out: &mut KVec<Packet>) -> bool {
+    fn release_early(
+        &self,
+        t: &mut Transport,
+        tx: &mut RunBuffers,
+        out: &mut KVec<Packet>,
+    ) -> bool {
         let mut failed = false;
         while let Some(pkt) = t.take_first_early() {
             failed |= self.take_packet(t, pkt, false, tx, out);
@@ -1347,7 +1348,7 @@ impl QpShared {
         if fault {
             Self::queue_fault(self);
         }
-        drop_unallocated(end.batch);
+        end.batch.drop_unallocated();
         end.more || waiting
     }
 
@@ -1379,8 +1380,8 @@ impl QpShared {
         self.run.flush();
         // After the run: no run queues it any more.
         self.fault_work.flush();
-        let packets = core::mem::take(&mut self.inbox.lock().packets);
-        for pkt in packets {
+        let mut packets = core::mem::take(&mut self.inbox.lock().packets);
+        for pkt in packets.drain_all() {
             self.dropped(DropReason::Purge, pkt);
         }
     }

@@ -25,6 +25,7 @@ use kernel::{
 };
 
 mod ah;
+mod buffers;
 mod cq;
 mod device;
 mod engine;

@@ -12,6 +12,11 @@
 
 use crate::{
     ah::AhTable,
+    buffers::{
+        BufferPool,
+        RunBuffers, //
+    },
+    engine::drop_unallocated,
     mr::{
         MrShared,
         MrTable, //
@@ -79,7 +84,6 @@ use crate::{
             WqeData, //
         },
     },
-    rx::DropReason,
     stats::{
         Counter,
         Counters, //
@@ -239,7 +243,7 @@ pub(crate) struct Transport {
     /// The deadline the queue pair's timer is set for, if any.
     pub(crate) armed: Option<u64>,
     /// Packets held back while a READ response waits for transmit buffers.
-    pub(crate) backlog: Backlog,
+    pub(crate) backlog: PacketQueue,
     /// Requests that came early, held until those before them come ([`crate::roce::reorder`]).
     early: Held<Packet, EARLY_REQUESTS>,
     /// The requester took new WQEs since the last message of SENDs or WRITEs came: the next
@@ -251,9 +255,12 @@ pub(crate) struct Transport {
     held_request: bool,
     /// The jiffy the run began, if its sending is bounded in time ([`Transport::bound_run`]).
     run_from: Option<u64>,
-    /// The buffer a packet that goes nowhere is built in (no skb, no address handle); a run
+    /// The buffers a run builds packets in that go nowhere or to this device; a run borrows
+    /// them.
+    pub(crate) tx: RunBuffers,
+    /// The vector a run collects its packets for queue pairs of this device in, empty; a run
     /// borrows it.
-    pub(crate) tx: KVec<u8>,
+    pub(crate) out: KVec<Packet>,
     scratch: Scratch,
 }
 
@@ -344,13 +351,14 @@ impl Transport {
                 route: None,
                 timers: [None, None],
                 armed: None,
-                backlog: Backlog::default(),
+                backlog: PacketQueue::default(),
                 early: Held::new(),
                 in_turn: false,
                 hold_requests: false,
                 held_request: false,
                 run_from: None,
-                tx: KVec::new(),
+                tx: RunBuffers::default(),
+                out: KVec::new(),
                 scratch: RefCell::new(ScratchBuf {
                     bytes: [0; MAX_SEND_WQE],
                     send: None,
@@ -526,6 +534,8 @@ pub(crate) struct Env<'a> {
     pub(crate) own_mac: [u8; 6],
     /// Serialises atomic operations across the device's queue pairs.
     pub(crate) atomics: &'a SpinLockIrq<()>,
+    /// The device's idle buffers of packets between its queue pairs.
+    pub(crate) buffers: &'a BufferPool,
     /// The current time, in nanoseconds of the device's clock.
     pub(crate) now: u64,
     /// The RCU read-side section the run's step is in: the netdevice above and the regions,
@@ -564,6 +574,14 @@ impl Packet {
         }
     }
 
+    /// Returns the buffer of a packet from a queue pair of this device, or the packet itself.
+    pub(crate) fn into_local(self) -> Result<KVec<u8>, Self> {
+        match self {
+            Self::Local(v) | Self::LocalDatagram(v) => Ok(v),
+            Self::Wire(_) => Err(self),
+        }
+    }
+
     /// Frees the packet once handled: a datagram is consumed, not counted as dropped.
     pub(crate) fn consume(self) {
         match self {
@@ -581,17 +599,17 @@ impl Packet {
     }
 }
 
-/// Packets a queue pair holds back while a READ response it sends waits for transmit buffers,
-/// oldest first.
+/// Packets waiting for a queue pair, oldest first: in its inbox for its next run, or held
+/// back while a READ response it sends waits for transmit buffers.
 ///
 /// # Invariants
 ///
-/// It holds at most [`Backlog::MAX`] packets.
+/// It holds at most [`PacketQueue::MAX`] packets.
 #[derive(Default)]
-pub(crate) struct Backlog(KVec<Packet>);
+pub(crate) struct PacketQueue(KVec<Packet>);
 
-impl Backlog {
-    /// The most packets held. A peer that keeps to its window sends at most
+impl PacketQueue {
+    /// The most packets a queue holds. A peer that keeps to its window sends at most
     /// [`MAX_UNACKED_PSNS`] requests unacknowledged, and the queue pair's own requester gets at
     /// most as many responses: with retries on top, far fewer than this wait. A peer that
     /// ignores its window, or forges packets, gets no more memory than this.
@@ -599,34 +617,42 @@ impl Backlog {
     /// [`MAX_UNACKED_PSNS`]: crate::roce::requester::MAX_UNACKED_PSNS
     pub(crate) const MAX: usize = 1024;
 
-    /// Holds `pkt` after those held. Fails with the reason to drop it for, and hands it back,
-    /// if [`Backlog::MAX`] are held already ([`DropReason::Busy`]) or there is no memory.
-    pub(crate) fn hold(&mut self, pkt: Packet) -> Result<(), (DropReason, Packet)> {
+    /// Queues `pkt` after those queued.
+    ///
+    /// Fails with `ENOBUFS` if [`PacketQueue::MAX`] are queued already, or `ENOMEM`, and hands
+    /// the packet back.
+    pub(crate) fn push(&mut self, pkt: Packet) -> Result<(), (Error, Packet)> {
         let v = &mut self.0;
         if v.len() >= Self::MAX {
-            return Err((DropReason::Busy, pkt));
+            return Err((ENOBUFS, pkt));
         }
+        // Room is there nearly always (the vector keeps its capacity from run to run):
+        // `reserve` is out of line.
         if v.len() == v.capacity() && v.reserve(1, GFP_ATOMIC).is_err() {
-            return Err((DropReason::NoMemory, pkt));
+            return Err((ENOMEM, pkt));
         }
-        // INVARIANT: fewer than `MAX` were held, so at most `MAX` are.
-        v.push_within_capacity(pkt)
-            .map_err(|e| (DropReason::NoMemory, e.0))
+        // INVARIANT: fewer than `MAX` were queued, so at most `MAX` are.
+        v.push_within_capacity(pkt).map_err(|e| (ENOMEM, e.0))
     }
 
-    /// Returns whether no packet is held.
+    /// Returns whether no packet is queued.
     pub(crate) fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
 
-    /// Takes every packet held, oldest first.
+    /// Returns how many packets the queue has room for without allocating.
+    pub(crate) fn capacity(&self) -> usize {
+        self.0.capacity()
+    }
+
+    /// Takes every packet queued, oldest first.
     pub(crate) fn drain_all(&mut self) -> impl Iterator<Item = Packet> + '_ {
         self.0.drain_all()
     }
 
-    /// Returns the vector the packets were held in, drained or not.
-    pub(crate) fn into_inner(self) -> KVec<Packet> {
-        self.0
+    /// Drops the queue, without the allocator call of a vector that never allocated.
+    pub(crate) fn drop_unallocated(self) {
+        drop_unallocated(self.0);
     }
 }
 
@@ -646,7 +672,7 @@ pub(crate) struct Psns {
 pub(crate) fn with_io<R>(
     t: &mut Transport,
     env: &Env<'_>,
-    tx: &mut KVec<u8>,
+    tx: &mut RunBuffers,
     out: &mut KVec<Packet>,
     f: impl FnOnce(&mut Roce, &mut Mem<'_>, &mut Io<'_>) -> R,
 ) -> R {
@@ -663,7 +689,7 @@ pub(crate) fn with_io<R>(
 pub(crate) fn with_io_budget<R>(
     t: &mut Transport,
     env: &Env<'_>,
-    tx: &mut KVec<u8>,
+    tx: &mut RunBuffers,
     out: &mut KVec<Packet>,
     budget: Option<usize>,
     grh: Option<[u8; GRH_LEN]>,
@@ -1092,8 +1118,8 @@ pub(crate) struct Io<'a> {
     path: &'a Path,
     route: &'a mut RouteCache,
     timers: &'a mut [Option<u64>; 2],
-    /// The buffer of a packet that goes nowhere, kept from run to run.
-    tx: &'a mut KVec<u8>,
+    /// The buffers of packets that go nowhere or to this device, kept from run to run.
+    tx: &'a mut RunBuffers,
     /// The buffer of the packet being built.
     buf: Option<TxBuf>,
     /// The packet being built goes nowhere: its skb could not be allocated.
@@ -1195,16 +1221,18 @@ impl<'a> Io<'a> {
 }
 
 impl Io<'_> {
-    /// Drops the buffer of the packet built last, if it was not sent; the transmit buffer of
-    /// a packet that goes nowhere is kept for the next one.
+    /// Drops the buffer of the packet built last, if it was not sent; a vector is kept for
+    /// the next packet.
     fn drop_buffer(&mut self) {
         // Called for every packet and at the end of every run: most of the time there is none.
         if self.buf.is_none() {
             return;
         }
         let buf = self.buf.take();
-        if let (Some(TxBuf::Local(v)), true) = (buf, core::mem::take(&mut self.discard)) {
-            *self.tx = v;
+        match (buf, core::mem::take(&mut self.discard)) {
+            (Some(TxBuf::Local(v)), true) => self.tx.discard = v,
+            (Some(TxBuf::Local(v)), false) => self.tx.recycle(self.env.buffers, v),
+            _ => {}
         }
     }
 }
@@ -1250,8 +1278,7 @@ impl Output for Io<'_> {
                 }
             }
             Some(path) => {
-                let mut v = KVec::new();
-                if v.reserve(grh_len + len, GFP_ATOMIC).is_ok() {
+                if let Ok(mut v) = self.tx.take(self.env.buffers, grh_len + len) {
                     if grh_len > 0 {
                         let _ = v.append(&tx::grh_of(path, len));
                     }
@@ -1263,10 +1290,11 @@ impl Output for Io<'_> {
             // The address handle is gone: built and discarded, counted when it is sent.
             None => {}
         }
-        self.tx.clear();
-        self.tx.reserve(len, GFP_ATOMIC).ok()?;
+        let discard = &mut self.tx.discard;
+        discard.clear();
+        discard.reserve(len, GFP_ATOMIC).ok()?;
         self.discard = true;
-        Some(self.buf.insert(TxBuf::Local(core::mem::take(self.tx))))
+        Some(self.buf.insert(TxBuf::Local(core::mem::take(discard))))
     }
 
     fn may_send_request(&mut self) -> bool {
@@ -1539,25 +1567,25 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_backlog_holds_at_most_its_bound_and_gives_back_what_it_refuses() {
-        let mut b = Backlog::default();
-        assert!(b.is_empty());
-        for i in 0..Backlog::MAX {
+    fn a_packet_queue_holds_at_most_its_bound_and_gives_back_what_it_refuses() {
+        let mut q = PacketQueue::default();
+        assert!(q.is_empty());
+        for i in 0..PacketQueue::MAX {
             let mut v = KVec::new();
             assert!(v.push(i as u8, GFP_KERNEL).is_ok());
-            assert!(b.hold(Packet::Local(v)).is_ok());
+            assert!(q.push(Packet::Local(v)).is_ok());
         }
         let mut v = KVec::new();
         assert!(v.push(0xab, GFP_KERNEL).is_ok());
-        let refused = b.hold(Packet::Local(v));
-        assert!(matches!(&refused, Err((DropReason::Busy, p)) if p.bytes() == [0xab]));
+        let refused = q.push(Packet::Local(v));
+        assert!(matches!(&refused, Err((e, p)) if *e == ENOBUFS && p.bytes() == [0xab]));
         // Oldest first, every one.
         let mut n = 0;
-        for (i, p) in b.drain_all().enumerate() {
+        for (i, p) in q.drain_all().enumerate() {
             assert_eq!(p.bytes(), &[i as u8]);
             n += 1;
         }
-        assert_eq!(n, Backlog::MAX);
-        assert!(b.is_empty());
+        assert_eq!(n, PacketQueue::MAX);
+        assert!(q.is_empty());
     }
 }
