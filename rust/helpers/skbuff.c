@@ -105,3 +105,21 @@ __rust_helper u32 rust_helper_dst_rt6_cookie(const struct dst_entry *dst)
 {
 	return rt6_get_cookie(dst_rt6_info(dst));
 }
+
+__rust_helper bool rust_helper_skb_has_destructor(const struct sk_buff *skb)
+{
+	return skb->destructor;
+}
+
+__rust_helper void rust_helper_skb_set_destructor(struct sk_buff *skb,
+						   void (*destructor)(struct sk_buff *),
+						   void *arg)
+{
+	skb_shinfo(skb)->destructor_arg = arg;
+	skb->destructor = destructor;
+}
+
+__rust_helper void *rust_helper_skb_destructor_arg(const struct sk_buff *skb)
+{
+	return skb_shinfo(skb)->destructor_arg;
+}

@@ -9,9 +9,22 @@ use crate::{
     append::Append,
     bindings,
     error::to_result,
-    prelude::*, //
+    prelude::*,
+    sync::{
+        Arc,
+        ArcBorrow, //
+    },
+    ThisModule, //
 };
-use core::ptr::NonNull;
+use core::{
+    marker::PhantomData,
+    ptr::NonNull,
+    sync::atomic::{
+        AtomicBool,
+        AtomicU32,
+        Ordering::SeqCst, //
+    },
+};
 
 /// An owned socket buffer (`struct sk_buff`).
 ///
@@ -202,7 +215,8 @@ impl Drop for SkBuff {
 /// `self.0` points to a valid `sk_buff` that this object owns, that was allocated by
 /// [`TxSkb::alloc`] and is referenced by nothing else; it has no paged data, and every byte
 /// from `data` to `tail` is initialised. Its network and transport headers, once set, point at
-/// or after `data`.
+/// or after `data`. Its destructor is unset, or [`in_flight_destructor`] with a
+/// `destructor_arg` that [`TxSkb::count_in`] set.
 pub struct TxSkb(NonNull<bindings::sk_buff>);
 
 // SAFETY: An owned `sk_buff` can be handed to and freed from any thread.
@@ -284,6 +298,47 @@ impl TxSkb {
         unsafe { bindings::skb_reset_transport_header(self.as_raw()) };
     }
 
+    /// Counts the buffer in the [`InFlight`] of `owner` until it is freed, wherever that
+    /// happens (sent, queued and dropped, or never sent).
+    ///
+    /// The buffer holds a reference on `owner`, and one on the module that made the count
+    /// ([`InFlight::new`]), until then: its destructor, the kernel's code, releases them.
+    ///
+    /// Fails with `EBUSY` if the buffer is counted already, or `ENODEV` if the module is being
+    /// removed (the buffer is then not counted).
+    pub fn count_in<T>(&mut self, owner: ArcBorrow<'_, T>) -> Result
+    where
+        T: TxOwner + HasInFlight<T>,
+    {
+        let skb = self.as_raw();
+        // SAFETY: The buffer is valid and owned.
+        if unsafe { bindings::skb_has_destructor(skb) } {
+            return Err(EBUSY);
+        }
+        let owner = Arc::from(owner);
+        let raw = Arc::into_raw(owner);
+        // SAFETY: `raw` points to a valid `T`, which the reference just taken keeps alive.
+        let head = unsafe { T::raw_get_in_flight(raw) }.cast::<InFlightHead>();
+        // SAFETY: `head` points to the `InFlight<T>` field of that `T`: its head, first in a
+        // `repr(C)` struct.
+        let head_ref = unsafe { &*head };
+        // SAFETY: A module pointer from a `ThisModule` (or null, for code built in) is valid.
+        if !unsafe { bindings::try_module_get(head_ref.module) } {
+            // SAFETY: `raw` came from `Arc::into_raw` above and is not used again.
+            drop(unsafe { Arc::from_raw(raw) });
+            return Err(ENODEV);
+        }
+        head_ref.count.fetch_add(1, SeqCst);
+        // SAFETY: The buffer is valid and owned, with no destructor (checked). Its destructor
+        // gets `head`, which stays valid until then: the buffer owns the reference on `T` and on
+        // its module taken above, which the destructor releases.
+        // INVARIANT: The destructor is `in_flight_destructor`, with its argument set here.
+        unsafe {
+            bindings::skb_set_destructor(skb, Some(in_flight_destructor), head.cast_mut().cast())
+        };
+        Ok(())
+    }
+
     /// Returns the bytes from the network header to the end of the data, or `None` if the
     /// network header is not set.
     pub fn network_bytes_mut(&mut self) -> Option<&mut [u8]> {
@@ -330,4 +385,184 @@ impl Drop for TxSkb {
         // SAFETY: By the type invariant we own the buffer.
         unsafe { bindings::kfree_skb(self.as_raw()) };
     }
+}
+
+/// What [`in_flight_destructor`] finds through a counted buffer's `destructor_arg`: the same
+/// for every owner type.
+#[repr(C)]
+struct InFlightHead {
+    /// Releases the buffer's reference on its owner: `release::<T>`, module code.
+    release: unsafe fn(*const InFlightHead),
+    /// The module whose code `release` and the owner's are, or null if built in.
+    module: *mut bindings::module,
+    /// Buffers counted and not yet freed.
+    count: AtomicU32,
+    /// The owner waits for the count to fall below `resume_below` ([`InFlight::must_wait`]).
+    waiting: AtomicBool,
+    /// The count below which a waiting owner is told ([`TxOwner::resume`]).
+    resume_below: u32,
+}
+
+/// A count of the socket buffers of one sender (`T`, which embeds it) that are in flight:
+/// counted by [`TxSkb::count_in`] and not yet freed, wherever they wait (a queueing
+/// discipline, a device's ring).
+///
+/// A sender that sends only while [`InFlight::must_wait`] says it may keeps its buffers in
+/// flight bounded; [`TxOwner::resume`] tells it when they have drained.
+///
+/// # Invariants
+///
+/// `head.release` is `release::<T>`, and `head.module` the module that made the count.
+#[repr(C)]
+pub struct InFlight<T> {
+    head: InFlightHead,
+    _owner: PhantomData<fn(T)>,
+}
+
+// SAFETY: The head's fields are atomics, or set once when it is made; the module pointer is
+// only passed to the module reference count's functions.
+unsafe impl<T> Send for InFlight<T> {}
+// SAFETY: As above.
+unsafe impl<T> Sync for InFlight<T> {}
+
+impl<T: TxOwner + HasInFlight<T>> InFlight<T> {
+    /// Returns a count with none in flight, for buffers of `T` whose code is `module`'s: a
+    /// module is not removed while a buffer it counted exists.
+    ///
+    /// A waiting owner is told when fewer than `resume_below` are in flight.
+    pub fn new(module: &'static ThisModule, resume_below: u32) -> Self {
+        // INVARIANT: Made for `T`, by `module`.
+        Self {
+            head: InFlightHead {
+                release: release::<T>,
+                module: module.as_ptr(),
+                count: AtomicU32::new(0),
+                waiting: AtomicBool::new(false),
+                resume_below,
+            },
+            _owner: PhantomData,
+        }
+    }
+}
+
+impl<T> InFlight<T> {
+    /// Returns how many buffers are in flight.
+    pub fn count(&self) -> u32 {
+        self.head.count.load(SeqCst)
+    }
+
+    /// Returns whether the owner must wait before it sends more, with `limit` in flight or more;
+    /// if so, [`TxOwner::resume`] is called once fewer than the count's `resume_below` are.
+    pub fn must_wait(&self, limit: u32) -> bool {
+        let head = &self.head;
+        if head.count.load(SeqCst) < limit {
+            return false;
+        }
+        head.waiting.store(true, SeqCst);
+        // The last buffer may have gone between the load and the store, seeing no waiter:
+        // looked at again after the store, which a later destructor sees.
+        if head.count.load(SeqCst) < head.resume_below && head.waiting.swap(false, SeqCst) {
+            return false;
+        }
+        true
+    }
+}
+
+/// A sender whose socket buffers are counted in an [`InFlight`] it embeds.
+pub trait TxOwner: Send + Sync + Sized {
+    /// Called, once, when fewer buffers than the count's `resume_below` are in flight after
+    /// [`InFlight::must_wait`] said to wait: from a buffer's destructor, in any context but
+    /// hard interrupt, with no lock of the owner held. Must not sleep.
+    fn resume(this: ArcBorrow<'_, Self>);
+}
+
+/// Declares that a type embeds an [`InFlight<T>`].
+///
+/// Implement it with [`impl_has_in_flight!`].
+///
+/// # Safety
+///
+/// `raw_get_in_flight` and `in_flight_container_of` must return valid pointers and be
+/// inverses of each other, as [`crate::workqueue::HasWork`]'s methods.
+pub unsafe trait HasInFlight<T> {
+    /// Returns a pointer to the [`InFlight<T>`] field.
+    ///
+    /// # Safety
+    ///
+    /// `ptr` must point at a valid `Self`.
+    unsafe fn raw_get_in_flight(ptr: *const Self) -> *const InFlight<T>;
+
+    /// Returns a pointer to the struct containing the [`InFlight<T>`] field.
+    ///
+    /// # Safety
+    ///
+    /// `ptr` must point at the [`InFlight<T>`] field of a `Self`.
+    unsafe fn in_flight_container_of(ptr: *const InFlight<T>) -> *const Self;
+}
+
+/// Implements [`HasInFlight`] for a type from the name of its [`InFlight`] field.
+#[macro_export]
+macro_rules! impl_has_in_flight {
+    (impl HasInFlight<$t:ty> for $self:ty { self.$field:ident }) => {
+        // SAFETY: `raw_get_in_flight` compiles only if the field has the right type, and
+        // `container_of!` inverts it.
+        unsafe impl $crate::net::skbuff::HasInFlight<$t> for $self {
+            #[inline]
+            unsafe fn raw_get_in_flight(
+                ptr: *const Self,
+            ) -> *const $crate::net::skbuff::InFlight<$t> {
+                // SAFETY: The caller promises that `ptr` points at a valid `Self`.
+                unsafe { ::core::ptr::addr_of!((*ptr).$field) }
+            }
+
+            #[inline]
+            unsafe fn in_flight_container_of(
+                ptr: *const $crate::net::skbuff::InFlight<$t>,
+            ) -> *const Self {
+                // SAFETY: The caller promises that `ptr` points at the field of a `Self`.
+                unsafe { $crate::container_of!(ptr.cast_mut(), Self, $field) }.cast_const()
+            }
+        }
+    };
+}
+pub use impl_has_in_flight;
+
+/// Releases the reference on its owner that a counted buffer held: the buffer is freed.
+///
+/// # Safety
+///
+/// `head` must be the head of the [`InFlight<T>`] field of a `T` that the caller owns one
+/// reference on, from [`TxSkb::count_in`], which this gives up.
+unsafe fn release<T: TxOwner + HasInFlight<T>>(head: *const InFlightHead) {
+    let in_flight = head.cast::<InFlight<T>>();
+    // SAFETY: `in_flight` is the field of a `T` kept by the reference the caller gives up
+    // here, from `Arc::into_raw` in `count_in`.
+    let owner = unsafe { Arc::from_raw(T::in_flight_container_of(in_flight)) };
+    // SAFETY: As above: the `T` is alive while `owner` is.
+    let head = unsafe { &*head };
+    let left = head.count.fetch_sub(1, SeqCst).wrapping_sub(1);
+    // A load first: the read-modify-write only when someone waits, seldom.
+    if left < head.resume_below && head.waiting.load(SeqCst) && head.waiting.swap(false, SeqCst) {
+        T::resume(owner.as_arc_borrow());
+    }
+}
+
+/// The destructor of a buffer counted in an [`InFlight`]: the kernel's code, not a module's,
+/// so that it may run after the module that counted it has gone to its last reference.
+///
+/// # Safety
+///
+/// `skb` must be a buffer whose destructor [`TxSkb::count_in`] set, being freed.
+unsafe extern "C" fn in_flight_destructor(skb: *mut bindings::sk_buff) {
+    // SAFETY: `count_in` set the argument to the head of a count that the buffer's references
+    // keep valid until this returns.
+    let head = unsafe { bindings::skb_destructor_arg(skb) }.cast::<InFlightHead>();
+    // SAFETY: As above. Read before `release`, which may free the count.
+    let (release, module) = unsafe { ((*head).release, (*head).module) };
+    // SAFETY: By the type invariant of `InFlight`, `release` is `release::<T>` for the owner
+    // type the count was made for, and the buffer's reference on it is given up here, once.
+    unsafe { release(head) };
+    // SAFETY: `count_in` took this reference on the module; `release`, the module's code, has
+    // returned.
+    unsafe { bindings::module_put(module) };
 }

@@ -316,7 +316,7 @@ impl Engine {
 
     /// Returns what a run of `qp` needs; under `rcu`, the netdevice stays while the run (which
     /// holds the transport's spinlock and does not sleep) uses it.
-    fn env<'a>(&'a self, qp: &'a QpShared, rcu: &'a rcu::Guard) -> Env<'a> {
+    fn env<'a>(&'a self, qp: &'a Arc<QpShared>, rcu: &'a rcu::Guard) -> Env<'a> {
         Env {
             shared: qp,
             mrs: &self.mrs,
@@ -393,7 +393,7 @@ impl Engine {
 
     /// Puts the transport of `qp` in the error state: every WQE it holds completes with a
     /// flush error (`modify_qp` to ERR).
-    pub(crate) fn fail(&self, qp: &QpShared) {
+    pub(crate) fn fail(&self, qp: &Arc<QpShared>) {
         let mut guard = qp.transport.lock();
         let Some(t) = (*guard).as_mut() else {
             return;
@@ -434,7 +434,7 @@ impl Engine {
     /// Runs the expired timers of `qp`; returns whether the transport failed.
     fn run_timers(
         &self,
-        qp: &QpShared,
+        qp: &Arc<QpShared>,
         t: &mut Transport,
         tx: &mut RunBuffers,
         out: &mut KVec<Packet>,
@@ -470,7 +470,7 @@ impl Engine {
     /// [`SEND_BUDGET`] packets.
     fn send(
         &self,
-        qp: &QpShared,
+        qp: &Arc<QpShared>,
         t: &mut Transport,
         tx: &mut RunBuffers,
         out: &mut KVec<Packet>,
@@ -562,7 +562,7 @@ impl Engine {
     /// returns whether the transport failed.
     fn resume_response(
         &self,
-        qp: &QpShared,
+        qp: &Arc<QpShared>,
         t: &mut Transport,
         tx: &mut RunBuffers,
         out: &mut KVec<Packet>,
@@ -576,7 +576,7 @@ impl Engine {
     /// responder coalesces them); returns whether the transport failed.
     fn end_batch(
         &self,
-        qp: &QpShared,
+        qp: &Arc<QpShared>,
         t: &mut Transport,
         tx: &mut RunBuffers,
         out: &mut KVec<Packet>,
@@ -588,7 +588,7 @@ impl Engine {
     /// returns whether the transport failed.
     fn step(
         &self,
-        qp: &QpShared,
+        qp: &Arc<QpShared>,
         t: &mut Transport,
         tx: &mut RunBuffers,
         out: &mut KVec<Packet>,
@@ -609,7 +609,7 @@ impl Engine {
     /// failed.
     fn receive(
         &self,
-        qp: &QpShared,
+        qp: &Arc<QpShared>,
         t: &mut Transport,
         packet: &Packet,
         pkt: &RocePacket<'_>,
@@ -1151,6 +1151,7 @@ impl QpShared {
         };
         let engine = &*self.engine;
         t.hold_requests(ctx == Context::Softirq);
+        t.tx_waiting = false;
         // A run in process context is bounded in time: the work item's runs with bottom halves
         // off, whose packets wait until it ends, most of all. A run in softirq sends a READ
         // response whole or not at all ([`Transport::response_exceeds`]).
@@ -1209,7 +1210,8 @@ impl QpShared {
             }
         }
         // The rest of the response, and what waits behind it, in the next run.
-        end.more |= t.is_sending_response() || !t.backlog.is_empty();
+        // Not while it waits for its socket buffers to drain: that wakes it.
+        end.more |= (t.is_sending_response() || !t.backlog.is_empty()) && !t.tx_waiting;
         if t.hold_requests(false) {
             self.inbox.lock().kicked = true;
             end.held_requests = true;
@@ -1240,7 +1242,7 @@ impl QpShared {
     /// None is handled while a READ response waits for transmit buffers (requests must not
     /// overtake it), but a duplicate READ: the requester asks again for what it misses.
     fn take_packet(
-        &self,
+        self: &Arc<Self>,
         t: &mut Transport,
         mut pkt: Packet,
         mut hold: bool,
@@ -1303,7 +1305,7 @@ impl QpShared {
     /// the gap gets the sequence error NAK, as it would have without holding. Returns whether
     /// the transport failed.
     fn release_early(
-        &self,
+        self: &Arc<Self>,
         t: &mut Transport,
         tx: &mut RunBuffers,
         out: &mut KVec<Packet>,

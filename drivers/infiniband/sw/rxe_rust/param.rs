@@ -101,6 +101,15 @@ pub(crate) const MAX_FAST_REG_PAGE_LIST_LEN: u32 = 512;
 pub(crate) const MAX_PKEYS: u16 = 64;
 pub(crate) const LOCAL_CA_ACK_DELAY: u8 = 15;
 
+/// Socket buffers a queue pair may have sent to other hosts and not yet freed (waiting in a
+/// queueing discipline or a device's ring) before it stops sending requests and READ
+/// responses, as the C driver's `RXE_INFLIGHT_SKBS_PER_QP_HIGH`: a slow link then holds a
+/// bounded number, instead of a full queue that drops what comes next.
+pub(crate) const MAX_SKBS_IN_FLIGHT: u32 = 64;
+/// Fewer buffers in flight than this, and a queue pair that stopped sends again
+/// (`RXE_INFLIGHT_SKBS_PER_QP_LOW`).
+pub(crate) const SKBS_IN_FLIGHT_RESUME: u32 = 16;
+
 /// The one port; IB ports are numbered from 1.
 pub(crate) const PORT: u32 = 1;
 pub(crate) const PORT_GID_TBL_LEN: i32 = 1024;

@@ -72,6 +72,11 @@ use core::sync::atomic::{
     Ordering::Release, //
 };
 use kernel::{
+    net::skbuff::{
+        impl_has_in_flight,
+        InFlight,
+        TxOwner, //
+    },
     new_mutex,
     new_spinlock,
     new_spinlock_irq, //
@@ -229,6 +234,13 @@ pub(crate) struct QpShared {
     pub(crate) inbox: SpinLockIrq<Inbox>,
     /// What the runs share with the device.
     pub(crate) engine: Arc<Engine>,
+    /// The queue pair's socket buffers sent to other hosts and not yet freed: at most
+    /// [`param::MAX_SKBS_IN_FLIGHT`] before its senders wait.
+    pub(crate) in_flight: InFlight<QpShared>,
+}
+
+impl_has_in_flight! {
+    impl HasInFlight<QpShared> for QpShared { self.in_flight }
 }
 
 impl_has_delayed_work! {
@@ -241,6 +253,13 @@ impl_has_work! {
 
 impl_has_work! {
     impl HasWork<Self, FAULT> for QpShared { self.fault_work }
+}
+
+impl TxOwner for QpShared {
+    fn resume(this: ArcBorrow<'_, Self>) {
+        // Its buffers drained: the run sends what waited ([`Transport::tx_waiting`]).
+        QpShared::kick_later(this);
+    }
 }
 
 impl WorkItem for QpShared {
@@ -1012,6 +1031,7 @@ impl RxeQp {
                 timer <- new_delayed_work!("rdma_rxe_rust::QpShared::timer"),
                 run <- new_work!("rdma_rxe_rust::QpShared::run"),
                 fault_work <- new_work!("rdma_rxe_rust::QpShared::fault_work"),
+                in_flight: InFlight::new(&crate::THIS_MODULE, param::SKBS_IN_FLIGHT_RESUME),
                 inbox <- new_spinlock_irq!(Inbox::default()),
                 engine: dev.engine.clone(),
             }),

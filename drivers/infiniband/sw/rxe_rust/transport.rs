@@ -125,6 +125,7 @@ use kernel::{
     },
     sync::{
         rcu,
+        Arc,
         SpinLockIrq, //
     },
     time::{
@@ -253,6 +254,9 @@ pub(crate) struct Transport {
     hold_requests: bool,
     /// A request waited because of [`Transport::hold_requests`].
     held_request: bool,
+    /// The run stopped sending for want of room among the socket buffers in flight
+    /// ([`QpShared::in_flight`]): the queue pair runs again once they drain, not before.
+    pub(crate) tx_waiting: bool,
     /// The jiffy the run began, if its sending is bounded in time ([`Transport::bound_run`]).
     run_from: Option<u64>,
     /// The buffers a run builds packets in that go nowhere or to this device; a run borrows
@@ -356,6 +360,7 @@ impl Transport {
                 in_turn: false,
                 hold_requests: false,
                 held_request: false,
+                tx_waiting: false,
                 run_from: None,
                 tx: RunBuffers::default(),
                 out: KVec::new(),
@@ -519,7 +524,7 @@ impl Transport {
 /// What the transport of a queue pair reaches while it runs.
 pub(crate) struct Env<'a> {
     /// The queue pair.
-    pub(crate) shared: &'a QpShared,
+    pub(crate) shared: &'a Arc<QpShared>,
     /// The device's memory regions.
     pub(crate) mrs: &'a MrTable,
     /// The device's memory windows.
@@ -704,6 +709,7 @@ pub(crate) fn with_io_budget<R>(
         scratch,
         hold_requests,
         held_request,
+        tx_waiting,
         run_from,
         ..
     } = t;
@@ -731,6 +737,7 @@ pub(crate) fn with_io_budget<R>(
         grh,
         hold_requests: *hold_requests,
         held_request,
+        tx_waiting,
         run_from: *run_from,
         sent: false,
         netdev_gone: false,
@@ -1138,6 +1145,8 @@ pub(crate) struct Io<'a> {
     hold_requests: bool,
     /// Set when a request waited because of `hold_requests`.
     held_request: &'a mut bool,
+    /// Set when sending stopped for want of room among the socket buffers in flight.
+    tx_waiting: &'a mut bool,
     /// The jiffy the run began, if its sending is bounded in time ([`Transport::bound_run`]).
     run_from: Option<u64>,
     /// This call sent a packet.
@@ -1237,6 +1246,23 @@ impl Io<'_> {
     }
 }
 
+impl Io<'_> {
+    /// Returns whether the queue pair has as many socket buffers in flight as it may send:
+    /// its requests and READ responses then wait until they drain ([`TxOwner::resume`] runs
+    /// it again), so that a slow link holds a bounded number, not a full queue that drops.
+    ///
+    /// [`TxOwner::resume`]: kernel::net::skbuff::TxOwner::resume
+    fn must_wait_for_skbs(&mut self) -> bool {
+        let wait = self
+            .env
+            .shared
+            .in_flight
+            .must_wait(param::MAX_SKBS_IN_FLIGHT);
+        *self.tx_waiting |= wait;
+        wait
+    }
+}
+
 impl Output for Io<'_> {
     type Buffer = TxBuf;
 
@@ -1300,8 +1326,9 @@ impl Output for Io<'_> {
     fn may_send_request(&mut self) -> bool {
         if self.hold_requests {
             *self.held_request = true;
+            return false;
         }
-        !self.hold_requests
+        !self.must_wait_for_skbs()
     }
 
     fn may_continue(&mut self) -> bool {
@@ -1311,7 +1338,7 @@ impl Output for Io<'_> {
                 .is_some_and(|from| jiffies_64().wrapping_sub(from) >= RUN_JIFFIES);
         // Stopped like a run out of budget: the caller runs the queue pair again.
         self.ran_dry |= late;
-        !late
+        !late && !self.must_wait_for_skbs()
     }
 
     fn transmit(&mut self, len: usize, dest: Destination) {
@@ -1334,7 +1361,7 @@ impl Output for Io<'_> {
         };
         let path = Self::resolve(self.path, &now);
         match buf {
-            Some(TxBuf::Skb(skb)) => {
+            Some(TxBuf::Skb(mut skb)) => {
                 // Another host: lost as on a congested link if it cannot go (the requester of
                 // a reliable connection retries), but counted. Traced once sent, from its BTH
                 // read before the buffer goes.
@@ -1343,6 +1370,8 @@ impl Output for Io<'_> {
                     .flatten();
                 let lqpn = self.env.shared.number();
                 let connected = matches!(now, PathNow::Connected);
+                // Counted until freed; uncounted only while the module is being removed.
+                let _ = skb.count_in(self.env.shared.as_arc_borrow());
                 let sent = skb.len() as usize == len
                     && self.env.ndev.is_some_and(|ndev| {
                         tx::send(ndev, self.route, path, connected, lqpn, skb).is_ok()

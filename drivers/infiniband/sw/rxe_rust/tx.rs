@@ -336,3 +336,81 @@ fn fill_icrc(bytes: &mut [u8], ip_len: usize) -> Result {
     icrc.copy_from_slice(&crc.to_le_bytes());
     Ok(())
 }
+
+#[kunit_tests(rdma_rxe_rust_tx)]
+mod tests {
+    use core::sync::atomic::{
+        AtomicU32,
+        Ordering::SeqCst, //
+    };
+    use kernel::{
+        net::skbuff::{
+            impl_has_in_flight,
+            InFlight,
+            TxOwner,
+            TxSkb, //
+        },
+        prelude::*,
+        sync::{
+            Arc,
+            ArcBorrow, //
+        },
+    };
+
+    /// A sender that counts how often it was told to resume.
+    struct Sender {
+        in_flight: InFlight<Sender>,
+        resumed: AtomicU32,
+    }
+
+    impl_has_in_flight! {
+        impl HasInFlight<Sender> for Sender { self.in_flight }
+    }
+
+    impl TxOwner for Sender {
+        fn resume(this: ArcBorrow<'_, Self>) {
+            this.resumed.fetch_add(1, SeqCst);
+        }
+    }
+
+    #[test]
+    fn buffers_are_counted_until_freed_and_a_waiting_sender_resumes_once() -> Result {
+        let sender = Arc::new(
+            Sender {
+                in_flight: InFlight::new(&crate::THIS_MODULE, 2),
+                resumed: AtomicU32::new(0),
+            },
+            GFP_KERNEL,
+        )?;
+        let mut skbs = KVec::new();
+        for _ in 0..4 {
+            let mut skb = TxSkb::alloc(0, 16, GFP_KERNEL)?;
+            skb.count_in(sender.as_arc_borrow())?;
+            skbs.push(skb, GFP_KERNEL)?;
+        }
+        assert_eq!(sender.in_flight.count(), 4);
+        // A buffer is counted once.
+        if let Some(skb) = skbs.get_mut(0) {
+            assert!(skb.count_in(sender.as_arc_borrow()) == Err(EBUSY));
+        }
+        assert_eq!(sender.in_flight.count(), 4);
+        assert!(!sender.in_flight.must_wait(5));
+        assert!(sender.in_flight.must_wait(4));
+        // Freed, sent or not: 3 and 2 are not below the mark of 2, 1 is.
+        let mut expected = [(3, 0), (2, 0), (1, 1), (0, 1)].into_iter();
+        while let Some(skb) = skbs.pop() {
+            drop(skb);
+            let (count, resumed) = expected.next().unwrap_or((u32::MAX, u32::MAX));
+            assert_eq!(sender.in_flight.count(), count);
+            assert_eq!(sender.resumed.load(SeqCst), resumed);
+        }
+        // Not waiting: freeing below the mark tells nobody.
+        let mut skb = TxSkb::alloc(0, 16, GFP_KERNEL)?;
+        skb.count_in(sender.as_arc_borrow())?;
+        drop(skb);
+        assert_eq!(sender.resumed.load(SeqCst), 1);
+        // Every buffer's reference on the sender went with it.
+        assert!(Arc::into_unique_or_drop(sender).is_some());
+        Ok(())
+    }
+}

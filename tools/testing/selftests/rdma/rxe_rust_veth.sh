@@ -105,7 +105,7 @@ MCAST_SIZE=1000
 READ_ORDER_N=20
 READ_ORDER_SIZE=$((256 << 10))
 # Checks per driver (the plan is fixed: every check prints its line).
-CHECKS=41
+CHECKS=42
 # rxe_rust_capture.py, and the opcodes the capture must hold: RC SEND
 # FIRST/MIDDLE/LAST/ONLY, RDMA WRITE FIRST/MIDDLE/LAST/ONLY, READ request
 # and responses FIRST/MIDDLE/LAST/ONLY, ACK, atomic ACK, CMP_SWAP,
@@ -739,6 +739,18 @@ read_in_order() {
 # by the transport, no data lost and no queue pair stuck.
 FULL_QUEUE="netem rate 5mbit limit 8"
 
+# A slow wire with a queue of 1 MB (about 900 packets) on the sender's veth,
+# for a UC stream of SLOW_MSGS RDMA WRITEs of 64 KiB (2048 packets, 2.2
+# MB): the requester keeps at most 64 of its socket buffers in flight (both
+# drivers: rdma_rxe sends while no more than 64 are), so the queue holds at
+# most 65 of them and drops none. Nothing tells a UC sender of a loss: an
+# engine that filled the queue lost messages silently (issue 9). A token
+# bucket, not netem: netem with a rate orphans each skb as it queues it,
+# which frees it from its sender's count.
+SLOW_QUEUE="tbf rate 5mbit burst 16kb limit 1mb"
+SLOW_MSGS=32
+SLOW_PEAK=65
+
 # The packets the root qdisc of veth $2 in namespace $1 dropped.
 qdisc_dropped() {
 	tc -n $1 -s qdisc show dev $2 | sed -n 's/.*(dropped \([0-9]*\),.*/\1/p' | head -n 1
@@ -764,6 +776,33 @@ full_queue() {
 		"send_err: $DEV_A $a0 -> $a1, $DEV_B $b0 -> $b1"
 	[ $rc -eq 0 ] && [ "${da:-0}" -gt 0 ] && [ "${db:-0}" -gt 0 ] &&
 		[ $((a1 - a0)) -eq "$da" ] && [ $((b1 - b0)) -eq "$db" ]
+}
+
+# ib_write_bw -c UC from B to A with SLOW_QUEUE on B's veth: nothing
+# dropped there or counted in send_err, and the queue's backlog, sampled
+# every 50 ms, peaked above nothing and at most at SLOW_PEAK packets.
+slow_queue() {
+	local s0 s1 d= peak= rc=1 sampler
+	s0=$(counter $DEV_B send_err) || return 1
+	tc -n $NS_B qdisc add dev $VETH_B root $SLOW_QUEUE || return 1
+	while :; do
+		tc -n $NS_B -s qdisc show dev $VETH_B |
+			sed -n 's/.*backlog [^ ]* \([0-9]*\)p.*/\1/p' | head -n 1
+		sleep 0.05
+	done >"$tmp/backlog" 2>/dev/null &
+	sampler=$!
+	across -x "$GA4" "$GB4" ib_write_bw -c UC -F -s 65536 -n $SLOW_MSGS
+	rc=$?
+	kill $sampler 2>/dev/null
+	wait $sampler 2>/dev/null
+	d=$(qdisc_dropped $NS_B $VETH_B)
+	peak=$(sort -n "$tmp/backlog" | tail -n 1)
+	tc -n $NS_B qdisc del dev $VETH_B root 2>/dev/null
+	s1=$(counter $DEV_B send_err) || return 1
+	echo "$VETH_B's queue dropped ${d:-?}, its backlog peaked at ${peak:-?} packets;" \
+		"send_err of $DEV_B: $s0 -> $s1"
+	[ $rc -eq 0 ] && [ "${d:-1}" -eq 0 ] && [ "${peak:-0}" -gt 0 ] &&
+		[ "${peak:-0}" -le $SLOW_PEAK ] && [ "$s1" -eq "$s0" ]
 }
 
 # Succeeds if the recovery counters of both devices together grew past the
@@ -929,6 +968,8 @@ run_driver() {
 			"$((BULK_SIZE >> 20)) MiB RDMA WRITE then READ through a full queue each way ($FULL_QUEUE): each local drop counted in send_err and retried, every byte read back" \
 			full_queue
 	fi
+	run_check "a UC stream of $SLOW_MSGS x 64 KiB RDMA WRITEs through a slow wire ($SLOW_QUEUE): at most $SLOW_PEAK packets queued, none dropped" \
+		slow_queue
 
 	local lost=
 	NOT_RUN=$setup_failed
