@@ -469,10 +469,19 @@ impl<T> InFlight<T> {
 }
 
 /// A sender whose socket buffers are counted in an [`InFlight`] it embeds.
-pub trait TxOwner: Send + Sync + Sized {
+///
+/// `'static`: a counted buffer holds a reference on its owner for as long as it lives, which
+/// may be longer than anything its owner could borrow. A buffer may hold the last reference:
+/// the owner's `Drop` then runs in the buffer's destructor, in any context but hard interrupt,
+/// and must not sleep.
+pub trait TxOwner: Send + Sync + Sized + 'static {
     /// Called, once, when fewer buffers than the count's `resume_below` are in flight after
     /// [`InFlight::must_wait`] said to wait: from a buffer's destructor, in any context but
-    /// hard interrupt, with no lock of the owner held. Must not sleep.
+    /// hard interrupt, maybe inside the owner's own sending (a buffer dropped on its way out),
+    /// with whatever locks it holds there. Must not sleep.
+    ///
+    /// Work it queues may run after the module's reference is given back: the owner waits for
+    /// such work before its module goes, as for any work item of its own.
     fn resume(this: ArcBorrow<'_, Self>);
 }
 

@@ -153,7 +153,7 @@ impl Output for Io {
         Some(&mut self.buf)
     }
 
-    fn transmit(&mut self, len: usize, _: Destination) {
+    fn transmit(&mut self, len: usize, _: Destination) -> bool {
         let packet = &self.buf[..len];
         self.ip.total_len.set((28 + len) as u16);
         self.udp.len.set((8 + len) as u16);
@@ -163,6 +163,7 @@ impl Output for Io {
         }
         self.packets += 1;
         self.bytes += len;
+        true
     }
 
     fn complete(&mut self, _: Completion) {

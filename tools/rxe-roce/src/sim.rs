@@ -618,13 +618,14 @@ impl Output for SimIo {
         Some(&mut self.tx)
     }
 
-    fn transmit(&mut self, len: usize, _dest: Destination) {
+    fn transmit(&mut self, len: usize, _dest: Destination) -> bool {
         assert_eq!(
             self.tx.len(),
             len,
             "the packet appended is as long as announced"
         );
         self.outbox.push(self.tx.clone());
+        true
     }
 
     fn complete(&mut self, completion: Completion) {

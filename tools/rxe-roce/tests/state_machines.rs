@@ -290,6 +290,9 @@ struct Io {
     /// `may_continue` says stop once this many packets wait in `sent`, as the driver's run
     /// bounded in time does (`None`: never).
     go_on: Option<usize>,
+    /// `transmit` drops the packet it is given when this many wait in `sent`, once, as a
+    /// full queue on the way out of the host does (`None`: never).
+    drop_at: Option<usize>,
 }
 
 impl Clock for Io {
@@ -322,7 +325,7 @@ impl Output for Io {
     fn may_continue(&mut self) -> bool {
         self.go_on.is_none_or(|n| self.sent.len() < n)
     }
-    fn transmit(&mut self, len: usize, _: Destination) {
+    fn transmit(&mut self, len: usize, _: Destination) -> bool {
         if let Some(b) = &mut self.budget {
             *b -= 1;
         }
@@ -331,7 +334,12 @@ impl Output for Io {
             len,
             "the packet appended is as long as announced"
         );
+        if self.drop_at == Some(self.sent.len()) {
+            self.drop_at = None;
+            return false;
+        }
         self.sent.push_back(self.tx.clone());
+        true
     }
     fn complete(&mut self, c: Completion) {
         self.done.push(c);
@@ -1172,9 +1180,16 @@ fn sequence_error_nak_past_all_sent_spends_no_retry() {
     check_reads(&a, &b, 1);
 }
 
-#[test]
-fn read_response_resumes_where_buffers_ran_out() {
-    let (mut a, mut b) = pair(QpType::Rc, 7, 7);
+/// The responses of the READ [`post_read_600`] posts.
+const READ_600_RESPONSES: [(Opcode, u32); 3] = [
+    (Opcode::RC_RDMA_READ_RESPONSE_FIRST, 0xff_fffe),
+    (Opcode::RC_RDMA_READ_RESPONSE_MIDDLE, 0xff_ffff),
+    (Opcode::RC_RDMA_READ_RESPONSE_LAST, 0),
+];
+
+/// Fills `b`'s remote memory with a pattern and posts on `a` a READ of 600 bytes of it (three
+/// responses at the pair's MTU).
+fn post_read_600(a: &mut End, b: &mut End) {
     for (i, x) in b.mem.remote.iter_mut().enumerate() {
         *x = i as u8;
     }
@@ -1183,6 +1198,12 @@ fn read_response_resumes_where_buffers_ran_out() {
         rkey: RKEY,
     };
     a.post(wr(0, WrOpcode::RdmaRead, read, 600));
+}
+
+#[test]
+fn read_response_resumes_where_buffers_ran_out() {
+    let (mut a, mut b) = pair(QpType::Rc, 7, 7);
+    post_read_600(&mut a, &mut b);
     let write = Remote::Rdma {
         addr: REMOTE + 700,
         rkey: RKEY,
@@ -1205,14 +1226,7 @@ fn read_response_resumes_where_buffers_ran_out() {
     b.qp.run(&mut b.mem, &mut b.io);
     assert!(!b.qp.is_sending_response());
     resp.extend(b.take_sent());
-    assert_eq!(
-        op_psns(&resp),
-        [
-            (Opcode::RC_RDMA_READ_RESPONSE_FIRST, 0xff_fffe),
-            (Opcode::RC_RDMA_READ_RESPONSE_MIDDLE, 0xff_ffff),
-            (Opcode::RC_RDMA_READ_RESPONSE_LAST, 0),
-        ]
-    );
+    assert_eq!(op_psns(&resp), READ_600_RESPONSES);
     a.deliver(&resp);
     assert_eq!(a.sends_done(), [(0, WcStatus::Success)]);
     assert_eq!(a.mem.local[..600], b.mem.remote[8..608]);
@@ -1585,6 +1599,62 @@ fn uc_drops_the_rest_of_a_message_after_a_loss() {
         "the first message dropped, its WQE reused; no duplicate"
     );
     assert!(b.take_sent().is_empty(), "UC sends no responses");
+}
+
+#[test]
+fn uc_packet_dropped_on_the_way_out_is_sent_again() {
+    let (mut a, mut b) = pair(QpType::Uc, 7, 7);
+    b.post_recv(0);
+    for (i, x) in a.mem.local[..700].iter_mut().enumerate() {
+        *x = i as u8;
+    }
+    a.io.drop_at = Some(1);
+    a.post(wr(0, WrOpcode::Send, Remote::None, 700));
+    assert!(
+        a.sends_done().is_empty(),
+        "the message waits at its second packet"
+    );
+    assert_eq!(a.io.sent.len(), 1);
+    // Its next event (the driver's retry): the same packet, then the rest.
+    a.qp.run(&mut a.mem, &mut a.io);
+    assert_eq!(a.sends_done(), [(0, WcStatus::Success)]);
+    let pkts = a.take_sent();
+    assert_eq!(
+        op_psns(&pkts),
+        [
+            (Opcode::UC_SEND_FIRST, 0xff_fffe),
+            (Opcode::UC_SEND_MIDDLE, 0xff_ffff),
+            (Opcode::UC_SEND_LAST, 0),
+        ]
+    );
+    assert_eq!(
+        a.count(Counter::SentPackets),
+        3,
+        "the dropped one is not counted"
+    );
+    b.deliver(&pkts);
+    let recvs: Vec<_> = b.io.done.iter().map(|c| (c.wr_id, c.byte_len)).collect();
+    assert_eq!(recvs, [(100, 700)]);
+    // Receive slot 0 is the fifth of the harness's memory.
+    assert_eq!(b.mem.local[4 * SLOT..4 * SLOT + 700], a.mem.local[..700]);
+}
+
+#[test]
+fn read_response_packet_dropped_on_the_way_out_is_sent_again() {
+    let (mut a, mut b) = pair(QpType::Rc, 7, 7);
+    post_read_600(&mut a, &mut b);
+    b.io.drop_at = Some(1);
+    b.deliver(&a.take_sent());
+    assert_eq!(b.io.sent.len(), 1);
+    assert!(b.qp.is_sending_response());
+    b.qp.run(&mut b.mem, &mut b.io);
+    assert!(!b.qp.is_sending_response());
+    let resp = b.take_sent();
+    assert_eq!(op_psns(&resp), READ_600_RESPONSES);
+    a.deliver(&resp);
+    assert_eq!(a.sends_done(), [(0, WcStatus::Success)]);
+    assert_eq!(a.mem.local[..600], b.mem.remote[8..608]);
+    assert_eq!(a.count(Counter::Retry), 0, "no retry: nothing was lost");
 }
 
 #[test]

@@ -99,8 +99,10 @@ use kernel::{
         SpinLockIrq, //
     },
     time::{
+        delay::fsleep,
         jiffies_64,
         msecs_to_jiffies,
+        Delta,
         NSEC_PER_JIFFY, //
     },
     workqueue::{
@@ -136,6 +138,10 @@ impl QpShared {
 
 /// Packets one run of a queue pair may emit from its send queue; it runs again after.
 const SEND_BUDGET: usize = 64;
+
+/// How long destroying a queue pair waits for its socket buffers in flight
+/// ([`QpShared::wait_in_flight`]), in milliseconds: 64 packets of 4 KiB drain at 2 Mbit/s.
+const IN_FLIGHT_WAIT_MS: u32 = 1000;
 
 /// The work item of a queue pair's run (the timer is the other, [`QpShared`]'s default).
 pub(crate) const RUN: u64 = 1;
@@ -415,6 +421,7 @@ impl Engine {
     /// for that one already.
     fn note_timers(&self, qp: &Arc<QpShared>, t: &mut Transport) {
         let early = t.early_deadline();
+        let early = Iterator::chain(early.into_iter(), t.tx_retry_at);
         let Some(deadline) = Iterator::chain(t.timers.iter().flatten().copied(), early).min()
         else {
             return;
@@ -442,6 +449,10 @@ impl Engine {
         let now = self.now();
         // The timer is not pending any more: whatever is left must set it again.
         t.armed = None;
+        // What a local drop stopped goes again in this run's sending.
+        if t.tx_retry_at.is_some_and(|d| d <= now) {
+            t.tx_retry_at = None;
+        }
         let due: [bool; 2] = [
             t.timers[0].is_some_and(|d| d <= now),
             t.timers[1].is_some_and(|d| d <= now),
@@ -1360,10 +1371,18 @@ impl QpShared {
     /// A datagram posted before `destroy_qp` is not lost for want of a run: mckey's sender
     /// destroys its queue pair as soon as its sends are posted, while the work item may still
     /// hold them. The C driver drains its tasks the same way. Bounded by [`DRAIN_RUNS`] runs
-    /// of [`SEND_BUDGET`] packets; a reliable connection stops at its full window.
+    /// of [`SEND_BUDGET`] packets; a reliable connection stops at its full window. Sending
+    /// that waits for its socket buffers in flight to drain, or after a local drop, goes on
+    /// once they do, for up to [`IN_FLIGHT_WAIT_MS`].
     pub(crate) fn drain(self: &Arc<Self>) {
-        // What came in meanwhile is dropped by `stop`: only the send queue matters here.
-        let _ = self.run_until_sent(Context::Nested);
+        for _ in 0..IN_FLIGHT_WAIT_MS / 10 {
+            // What came in meanwhile is dropped by `stop`: only the send queue matters here.
+            let _ = self.run_until_sent(Context::Nested);
+            if !self.transport.lock().as_ref().is_some_and(|t| t.tx_waiting) {
+                return;
+            }
+            fsleep(Delta::from_millis(10));
+        }
     }
 
     /// Stops scheduling for good, waits for the timer and the run, and drops what waits:
@@ -1385,6 +1404,22 @@ impl QpShared {
         let mut packets = core::mem::take(&mut self.inbox.lock().packets);
         for pkt in packets.drain_all() {
             self.dropped(DropReason::Purge, pkt);
+        }
+    }
+
+    /// Waits, for up to [`IN_FLIGHT_WAIT_MS`], until none of the queue pair's socket buffers is
+    /// in flight (process context).
+    ///
+    /// Each holds a reference on the queue pair: waited for, its last reference goes in
+    /// `destroy_qp` rather than in a buffer's destructor (softirq, usually), where its rings'
+    /// memory is freed later. A queue that holds them longer (a link stopped) is not waited
+    /// for: its last buffer frees the queue pair.
+    pub(crate) fn wait_in_flight(&self) {
+        for _ in 0..IN_FLIGHT_WAIT_MS / 10 {
+            if self.in_flight.count() == 0 {
+                return;
+            }
+            fsleep(Delta::from_millis(10));
         }
     }
 

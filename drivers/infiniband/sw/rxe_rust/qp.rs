@@ -1212,6 +1212,7 @@ impl RxeQp {
         // Only a run with the transport sets the timer: a pending one fires now and schedules
         // nothing. The number leaves the table (after a grace period) when `RxeQp` drops.
         self.shared.stop();
+        self.shared.wait_in_flight();
     }
 
     /// Reports the attributes and the creation parameters.

@@ -255,8 +255,12 @@ pub(crate) struct Transport {
     /// A request waited because of [`Transport::hold_requests`].
     held_request: bool,
     /// The run stopped sending for want of room among the socket buffers in flight
-    /// ([`QpShared::in_flight`]): the queue pair runs again once they drain, not before.
+    /// ([`QpShared::in_flight`]), or after a packet was dropped on its way out: the queue pair
+    /// runs again once they drain or at `tx_retry_at`, not before.
     pub(crate) tx_waiting: bool,
+    /// When the queue pair sends again what a local drop stopped (nanoseconds of the device's
+    /// clock).
+    pub(crate) tx_retry_at: Option<u64>,
     /// The jiffy the run began, if its sending is bounded in time ([`Transport::bound_run`]).
     run_from: Option<u64>,
     /// The buffers a run builds packets in that go nowhere or to this device; a run borrows
@@ -361,6 +365,7 @@ impl Transport {
                 hold_requests: false,
                 held_request: false,
                 tx_waiting: false,
+                tx_retry_at: None,
                 run_from: None,
                 tx: RunBuffers::default(),
                 out: KVec::new(),
@@ -710,6 +715,7 @@ pub(crate) fn with_io_budget<R>(
         hold_requests,
         held_request,
         tx_waiting,
+        tx_retry_at,
         run_from,
         ..
     } = t;
@@ -738,6 +744,7 @@ pub(crate) fn with_io_budget<R>(
         hold_requests: *hold_requests,
         held_request,
         tx_waiting,
+        tx_retry_at,
         run_from: *run_from,
         sent: false,
         netdev_gone: false,
@@ -1145,8 +1152,11 @@ pub(crate) struct Io<'a> {
     hold_requests: bool,
     /// Set when a request waited because of `hold_requests`.
     held_request: &'a mut bool,
-    /// Set when sending stopped for want of room among the socket buffers in flight.
+    /// Set when sending stopped for want of room among the socket buffers in flight, or
+    /// after a local drop.
     tx_waiting: &'a mut bool,
+    /// When to send again what a local drop stopped ([`Io::retry_later`]).
+    tx_retry_at: &'a mut Option<u64>,
     /// The jiffy the run began, if its sending is bounded in time ([`Transport::bound_run`]).
     run_from: Option<u64>,
     /// This call sent a packet.
@@ -1253,6 +1263,12 @@ impl Io<'_> {
     ///
     /// [`TxOwner::resume`]: kernel::net::skbuff::TxOwner::resume
     fn must_wait_for_skbs(&mut self) -> bool {
+        // A run in softirq sends a READ response whole or not at all
+        // ([`Transport::response_exceeds`]): stopped part-way, its rest would leave from the
+        // work item, on another CPU, perhaps ahead of what this one sent. It sends no request.
+        if self.hold_requests {
+            return false;
+        }
         let wait = self
             .env
             .shared
@@ -1260,6 +1276,14 @@ impl Io<'_> {
             .must_wait(param::MAX_SKBS_IN_FLIGHT);
         *self.tx_waiting |= wait;
         wait
+    }
+
+    /// Makes the run stop sending and the queue pair run again a jiffy from now, after a
+    /// packet was dropped on its way out of this host (a full queue): its sender sends it
+    /// again then, from where it stopped, so that nothing is lost, UC and UD included.
+    fn retry_later(&mut self) {
+        *self.tx_waiting = true;
+        *self.tx_retry_at = Some(self.env.now.saturating_add(NSEC_PER_JIFFY));
     }
 }
 
@@ -1341,7 +1365,7 @@ impl Output for Io<'_> {
         !late && !self.must_wait_for_skbs()
     }
 
-    fn transmit(&mut self, len: usize, dest: Destination) {
+    fn transmit(&mut self, len: usize, dest: Destination) -> bool {
         if let Some(b) = &mut self.budget {
             *b = b.saturating_sub(1);
         }
@@ -1352,19 +1376,21 @@ impl Output for Io<'_> {
                 self.env.counters.inc(Counter::SendErr);
             }
             self.drop_buffer();
-            return;
+            return true;
         }
         let buf = self.buf.take();
         let Some(now) = self.path_now.take() else {
             self.env.counters.inc(Counter::SendErr);
-            return;
+            return true;
         };
         let path = Self::resolve(self.path, &now);
         match buf {
             Some(TxBuf::Skb(mut skb)) => {
-                // Another host: lost as on a congested link if it cannot go (the requester of
-                // a reliable connection retries), but counted. Traced once sent, from its BTH
-                // read before the buffer goes.
+                // Another host. Dropped on its way out of this host (a full queue): counted,
+                // and sent again from where the sender stopped ([`Io::retry_later`]). Any other
+                // failure: lost as on a congested link (the requester of a reliable connection
+                // retries), but counted. Traced once sent, from its BTH read before the buffer
+                // goes.
                 let fields = trace::xmit_enabled()
                     .then(|| xmit_fields(self.env.shared, skb.data()))
                     .flatten();
@@ -1372,17 +1398,25 @@ impl Output for Io<'_> {
                 let connected = matches!(now, PathNow::Connected);
                 // Counted until freed; uncounted only while the module is being removed.
                 let _ = skb.count_in(self.env.shared.as_arc_borrow());
-                let sent = skb.len() as usize == len
-                    && self.env.ndev.is_some_and(|ndev| {
-                        tx::send(ndev, self.route, path, connected, lqpn, skb).is_ok()
-                    });
-                if sent {
-                    self.env.counters.add(Counter::SentBytes, len as u64);
-                    if let Some(f) = &fields {
-                        trace::xmit(f);
+                let sent = match (skb.len() as usize == len, self.env.ndev) {
+                    (true, Some(ndev)) => tx::send(ndev, self.route, path, connected, lqpn, skb),
+                    (_, None) => Err(ENODEV),
+                    (false, _) => Err(EINVAL),
+                };
+                match sent {
+                    Ok(()) => {
+                        self.env.counters.add(Counter::SentBytes, len as u64);
+                        if let Some(f) = &fields {
+                            trace::xmit(f);
+                        }
                     }
-                } else {
-                    self.env.counters.inc(Counter::SendErr);
+                    Err(e) => {
+                        self.env.counters.inc(Counter::SendErr);
+                        if e == ENOBUFS {
+                            self.retry_later();
+                            return false;
+                        }
+                    }
                 }
             }
             Some(TxBuf::Local(v)) => {
@@ -1410,6 +1444,7 @@ impl Output for Io<'_> {
             }
             None => self.env.counters.inc(Counter::SendErr),
         }
+        true
     }
 
     fn complete(&mut self, c: Completion) {

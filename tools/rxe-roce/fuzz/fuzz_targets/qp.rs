@@ -138,10 +138,11 @@ impl Output for Io {
         self.tx.reserve(len);
         Some(&mut self.tx)
     }
-    fn transmit(&mut self, len: usize, _: Destination) {
+    fn transmit(&mut self, len: usize, _: Destination) -> bool {
         // What we send is as long as announced, and parses.
         assert_eq!(self.tx.len(), len);
         Packet::parse(&self.tx).expect("a packet we built parses");
+        true
     }
     fn complete(&mut self, c: Completion) {
         let fresh = self.done.insert((c.queue == WorkQueue::Send, c.wr_id));

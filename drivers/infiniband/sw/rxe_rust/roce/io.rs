@@ -324,7 +324,13 @@ pub trait Output {
     /// caller adds the IP and UDP headers and writes the ICRC over them
     /// ([`super::icrc::compute`]) into the last four bytes. A buffer that does not hold
     /// `len` bytes (an append failed) is not sent.
-    fn transmit(&mut self, len: usize, dest: Destination);
+    ///
+    /// Returns `false` if the packet was dropped on its way out of this host, for now (a full
+    /// queue): the sender then takes it as a buffer it did not get ([`Output::tx_buffer`]
+    /// returning `None`), and sends it again at its next event: a requester resends it, a READ
+    /// response resumes from it. `true` means it left, or was lost for good (counted by the
+    /// caller), as on a wire.
+    fn transmit(&mut self, len: usize, dest: Destination) -> bool;
 
     /// Reports a work completion.
     fn complete(&mut self, completion: Completion);
@@ -408,7 +414,8 @@ impl Outgoing {
 /// Why a packet was not sent.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum TxError {
-    /// [`Output::tx_buffer`] returned `None`.
+    /// [`Output::tx_buffer`] returned `None`, or [`Output::transmit`] `false`: the packet
+    /// waits.
     NoBuffer,
     /// The opcode and length do not make a packet.
     Build,
@@ -496,7 +503,9 @@ where
                 .unwrap_or(&tail),
         );
     }
-    out.transmit(len, dest);
+    if !out.transmit(len, dest) {
+        return Err(TxError::NoBuffer);
+    }
     out.count(Counter::SentPackets);
     Ok(())
 }
