@@ -9,10 +9,11 @@
 //! sleep trim: a run allocates with `GFP_ATOMIC`, so a long loopback transfer grew it by
 //! every packet (hundreds of MiB for 256 MiB written), until atomic allocations failed.
 //!
-//! The device keeps idle buffers in a [`BufferPool`]; each run of a queue pair takes a few at
-//! a time into its [`RunBuffers`], gets back those of the packets it handles, and returns what
-//! it holds at the end: two lock acquisitions per run that builds or handles such a packet,
-//! none per packet.
+//! The device keeps idle buffers in a [`BufferPool`]; each queue pair's runs take a few at a
+//! time into its [`RunBuffers`], get back those of the packets they handle, and return to the
+//! pool what they hold past [`KEEP`] at the end of a run. A ping-pong builds each packet in a
+//! buffer its queue pair got back from the last one, and takes no lock; a one-way stream takes
+//! two lock acquisitions per [`BATCH`] packets at most, none per packet.
 
 use crate::{
     engine::drop_unallocated,
@@ -33,6 +34,9 @@ const BATCH: usize = 16;
 
 /// Buffers a run holds before it gives them to the pool, mid-run.
 const RUN_MAX: usize = 64;
+
+/// Buffers a queue pair keeps from one run to the next; the rest go back to the pool.
+const KEEP: usize = 8;
 
 /// The least capacity of a buffer: packets of an IB MTU of 1024 and their headers fit, so a
 /// buffer an acknowledgement had serves a full packet next.
@@ -67,7 +71,8 @@ impl BufferPool {
 }
 
 /// The loopback packet buffers one run of a queue pair holds, and the buffer of the packets
-/// that go nowhere; kept by the queue pair from run to run (empty of loopback buffers).
+/// that go nowhere; kept by the queue pair from run to run, with at most [`KEEP`] loopback
+/// buffers ([`RunBuffers::trim`]).
 ///
 /// # Invariants
 ///
@@ -145,6 +150,26 @@ impl RunBuffers {
         self.free.clear();
     }
 
+    /// Gives the buffers the run holds past [`KEEP`] to `pool`, at the end of a run: the next
+    /// run of the queue pair builds in those it kept.
+    pub(crate) fn trim(&mut self, pool: &BufferPool) {
+        if self.free.len() <= KEEP {
+            return;
+        }
+        {
+            let mut idle = pool.idle.lock();
+            while self.free.len() > KEEP && idle.len() < POOL_MAX {
+                let Some(v) = self.free.pop() else {
+                    break;
+                };
+                // INVARIANT: below `POOL_MAX`, within the capacity reserved: no allocation.
+                let _ = idle.push(v, GFP_ATOMIC);
+            }
+        }
+        // Freed after the unlock: the pool is full.
+        self.free.truncate(KEEP);
+    }
+
     /// Drops the buffers, without the allocator calls of vectors that never allocated.
     pub(crate) fn drop_unallocated(self) {
         drop_unallocated(self.discard);
@@ -201,6 +226,26 @@ mod tests {
             sent.push(v, GFP_KERNEL)?;
         }
         assert_eq!(pool.idle(), 0);
+        Ok(())
+    }
+
+    #[test]
+    fn a_run_keeps_a_few_for_the_next_and_gives_back_the_rest() -> Result {
+        let pool = pool()?;
+        let mut run = RunBuffers::default();
+        for _ in 0..KEEP + 5 {
+            run.recycle(&pool, KVec::with_capacity(MIN_CAPACITY, GFP_KERNEL)?);
+        }
+        run.trim(&pool);
+        assert_eq!(run.free.len(), KEEP);
+        assert_eq!(pool.idle(), 5);
+        // The next run builds in what was kept: the pool is not touched.
+        let v = run.take(&pool, 100)?;
+        assert_eq!(run.free.len(), KEEP - 1);
+        assert_eq!(pool.idle(), 5);
+        run.recycle(&pool, v);
+        run.trim(&pool);
+        assert_eq!((run.free.len(), pool.idle()), (KEEP, 5));
         Ok(())
     }
 

@@ -1232,9 +1232,9 @@ impl QpShared {
         engine.note_timers(self, t);
         engine.queue_local(self, &mut out, &mut end.receivers);
         drop_unallocated(core::mem::replace(&mut t.out, out));
-        // The run's buffers go to the device's pool; what was left in their place was never
-        // allocated, and its drop would still call the allocator.
-        tx.give_back(&engine.buffers);
+        // The run's buffers past a few go to the device's pool; what was left in their place
+        // was never allocated, and its drop would still call the allocator.
+        tx.trim(&engine.buffers);
         core::mem::replace(&mut t.tx, tx).drop_unallocated();
         core::mem::replace(&mut end.batch, packets).drop_unallocated();
         // Taken above and drained: held packets went back into `t.backlog`. If none did, the
