@@ -133,32 +133,23 @@ impl RunBuffers {
 
     /// Gives the buffers the run holds to `pool`; those it has no room for are freed.
     pub(crate) fn give_back(&mut self, pool: &BufferPool) {
-        if self.free.is_empty() {
-            return;
-        }
-        {
-            let mut idle = pool.idle.lock();
-            while idle.len() < POOL_MAX {
-                let Some(v) = self.free.pop() else {
-                    break;
-                };
-                // INVARIANT: below `POOL_MAX`, within the capacity reserved: no allocation.
-                let _ = idle.push(v, GFP_ATOMIC);
-            }
-        }
-        // Freed after the unlock.
-        self.free.clear();
+        self.keep(pool, 0);
     }
 
     /// Gives the buffers the run holds past [`KEEP`] to `pool`, at the end of a run: the next
     /// run of the queue pair builds in those it kept.
     pub(crate) fn trim(&mut self, pool: &BufferPool) {
-        if self.free.len() <= KEEP {
+        self.keep(pool, KEEP);
+    }
+
+    /// Gives the buffers the run holds past `n` to `pool`; those it has no room for are freed.
+    fn keep(&mut self, pool: &BufferPool, n: usize) {
+        if self.free.len() <= n {
             return;
         }
         {
             let mut idle = pool.idle.lock();
-            while self.free.len() > KEEP && idle.len() < POOL_MAX {
+            while self.free.len() > n && idle.len() < POOL_MAX {
                 let Some(v) = self.free.pop() else {
                     break;
                 };
@@ -167,7 +158,7 @@ impl RunBuffers {
             }
         }
         // Freed after the unlock: the pool is full.
-        self.free.truncate(KEEP);
+        self.free.truncate(n);
     }
 
     /// Drops the buffers, without the allocator calls of vectors that never allocated.
