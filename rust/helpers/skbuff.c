@@ -49,6 +49,11 @@ __rust_helper int rust_helper_skb_network_offset(const struct sk_buff *skb)
 	return skb_network_offset(skb);
 }
 
+__rust_helper bool rust_helper_pskb_may_pull(struct sk_buff *skb, unsigned int len)
+{
+	return pskb_may_pull(skb, len);
+}
+
 __rust_helper int rust_helper_skb_linearize(struct sk_buff *skb)
 {
 	return skb_linearize(skb);

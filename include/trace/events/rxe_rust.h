@@ -97,15 +97,22 @@ TRACE_DEFINE_ENUM(RXE_RUST_RETRANSMIT_REORDER);
 TRACE_DEFINE_ENUM(RXE_RUST_RETRANSMIT_TAIL_PROBE);
 TRACE_DEFINE_ENUM(RXE_RUST_RETRANSMIT_RNR);
 
+/*
+ * linear counts the bytes of a packet that are in one piece, from the BTH:
+ * fewer than len for a received datagram whose payload is read from its
+ * pages where it came, without making it linear first.
+ */
 DECLARE_EVENT_CLASS(rxe_rust_packet_class,
-	TP_PROTO(u32 dev, u32 qpn, u32 dest_qpn, u8 opcode, u32 psn, u32 len),
-	TP_ARGS(dev, qpn, dest_qpn, opcode, psn, len),
+	TP_PROTO(u32 dev, u32 qpn, u32 dest_qpn, u8 opcode, u32 psn, u32 len,
+		 u32 linear),
+	TP_ARGS(dev, qpn, dest_qpn, opcode, psn, len, linear),
 	TP_STRUCT__entry(
 		__field(u32, dev)
 		__field(u32, qpn)
 		__field(u32, dest_qpn)
 		__field(u32, psn)
 		__field(u32, len)
+		__field(u32, linear)
 		__field(u8, opcode)
 	),
 	TP_fast_assign(
@@ -114,12 +121,13 @@ DECLARE_EVENT_CLASS(rxe_rust_packet_class,
 		__entry->dest_qpn = dest_qpn;
 		__entry->psn = psn;
 		__entry->len = len;
+		__entry->linear = linear;
 		__entry->opcode = opcode;
 	),
-	TP_printk("dev=%u qpn=%u dest_qpn=%u opcode=%s psn=%u len=%u",
+	TP_printk("dev=%u qpn=%u dest_qpn=%u opcode=%s psn=%u len=%u linear=%u",
 		  __entry->dev, __entry->qpn, __entry->dest_qpn,
 		  rxe_rust_show_opcode(__entry->opcode), __entry->psn,
-		  __entry->len)
+		  __entry->len, __entry->linear)
 );
 
 /*
@@ -127,13 +135,15 @@ DECLARE_EVENT_CLASS(rxe_rust_packet_class,
  * device (loopback); len counts its bytes from the BTH to the ICRC.
  */
 DEFINE_EVENT(rxe_rust_packet_class, rxe_rust_xmit,
-	TP_PROTO(u32 dev, u32 qpn, u32 dest_qpn, u8 opcode, u32 psn, u32 len),
-	TP_ARGS(dev, qpn, dest_qpn, opcode, psn, len));
+	TP_PROTO(u32 dev, u32 qpn, u32 dest_qpn, u8 opcode, u32 psn, u32 len,
+		 u32 linear),
+	TP_ARGS(dev, qpn, dest_qpn, opcode, psn, len, linear));
 
 /* A packet reached its queue pair's transport (qpn is its destination). */
 DEFINE_EVENT(rxe_rust_packet_class, rxe_rust_recv,
-	TP_PROTO(u32 dev, u32 qpn, u32 dest_qpn, u8 opcode, u32 psn, u32 len),
-	TP_ARGS(dev, qpn, dest_qpn, opcode, psn, len));
+	TP_PROTO(u32 dev, u32 qpn, u32 dest_qpn, u8 opcode, u32 psn, u32 len,
+		 u32 linear),
+	TP_ARGS(dev, qpn, dest_qpn, opcode, psn, len, linear));
 
 /*
  * A received packet was dropped before its queue pair's transport took it,

@@ -33,8 +33,8 @@ use core::{
 /// # Invariants
 ///
 /// `self.0` points to a valid `sk_buff` that this object owns. If its network header offset is
-/// set, every byte from the network header to the end of the linear data is initialised (as in
-/// any buffer the network stack received).
+/// set, every byte from the network header to the end of the linear data is initialised, and
+/// so is every byte of its paged data (as in any buffer the network stack received).
 pub struct SkBuff(NonNull<bindings::sk_buff>);
 
 // SAFETY: An owned `sk_buff` can be handed to and freed from any thread.
@@ -46,8 +46,8 @@ impl SkBuff {
     /// # Safety
     ///
     /// `skb` must be a valid socket buffer whose ownership the caller transfers, and whose bytes
-    /// from its network header (if set) to the end of its linear data are initialised, as in
-    /// any buffer the network stack received.
+    /// from its network header (if set) to the end of its linear data, and in its paged data,
+    /// are initialised, as in any buffer the network stack received.
     pub unsafe fn from_raw(skb: NonNull<bindings::sk_buff>) -> Self {
         // INVARIANT: The caller transfers ownership of a valid buffer.
         Self(skb)
@@ -89,6 +89,67 @@ impl SkBuff {
         // SAFETY: The buffer is valid and owned; linearising keeps the header offsets and the
         // contents, so the type invariant holds after it.
         to_result(unsafe { bindings::skb_linearize(self.as_raw()) })
+    }
+
+    /// Makes sure the first `len` bytes of the data are in the linear part (`pskb_may_pull`):
+    /// as many bytes as are missing move there from the paged part, and the head may be
+    /// reallocated (`GFP_ATOMIC`).
+    ///
+    /// Fails with `EINVAL` if the buffer holds fewer than `len` bytes, and with `ENOMEM` if the
+    /// head could not grow.
+    pub fn may_pull(&mut self, len: u32) -> Result {
+        if len > self.len() {
+            return Err(EINVAL);
+        }
+        // SAFETY: The buffer is valid and owned; pulling keeps the header offsets and the
+        // contents, and the bytes it moves into the head were initialised, so the type
+        // invariant holds after it.
+        if unsafe { bindings::pskb_may_pull(self.as_raw(), len) } {
+            Ok(())
+        } else {
+            Err(ENOMEM)
+        }
+    }
+
+    /// Calls `f` with the data bytes `offset..offset + len`, linear and paged, in order, in one
+    /// or more pieces (`skb_seq_read`), without copying them.
+    ///
+    /// Returns false, having stopped, if `f` returned false, the range is outside the data, or
+    /// part of it cannot be read (device memory). A fragment stays mapped while `f` reads it,
+    /// with `kmap_atomic`: `f` must not sleep.
+    pub fn read_pieces(&self, offset: u32, len: u32, mut f: impl FnMut(&[u8]) -> bool) -> bool {
+        if offset.checked_add(len).is_none_or(|end| end > self.len()) {
+            return false;
+        }
+        let mut reader = SeqReader {
+            state: bindings::skb_seq_state::default(),
+        };
+        // SAFETY: The buffer is valid and owned, `offset + len` is within its data, and
+        // `reader.state` is ours for the walk; dropping `reader` unmaps what the walk mapped.
+        unsafe {
+            bindings::skb_prepare_seq_read(self.as_raw(), offset, offset + len, &mut reader.state)
+        };
+        let mut consumed = 0;
+        while consumed < len {
+            let mut data: *const u8 = core::ptr::null();
+            // SAFETY: `reader.state` was prepared for this buffer, which `self` keeps alive and
+            // unchanged (it is borrowed) for the whole walk.
+            let n = unsafe { bindings::skb_seq_read(consumed, &mut data, &mut reader.state) };
+            if n == 0 || data.is_null() {
+                return false;
+            }
+            // A piece may run past the range: its end is the end of the head or fragment.
+            let n = n.min(len - consumed);
+            // SAFETY: `skb_seq_read` returned at least `n` bytes at `data`, initialised by the
+            // type invariant and mapped until the next call on `reader.state` or its end; `f`
+            // cannot keep the slice past this call.
+            let piece = unsafe { core::slice::from_raw_parts(data, n as usize) };
+            if !f(piece) {
+                return false;
+            }
+            consumed += n;
+        }
+        true
     }
 
     /// Returns a second buffer over the same data (`skb_clone`): a multicast datagram goes to
@@ -172,6 +233,23 @@ pub enum SkbDropReason {
     NoMem,
     /// Purged from a queue that went away (`SKB_DROP_REASON_QUEUE_PURGE`).
     QueuePurge,
+}
+
+/// A walk over a buffer's data in pieces ([`SkBuff::read_pieces`]).
+///
+/// # Invariants
+///
+/// `state` is zeroed, or was prepared for a buffer that outlives the walk.
+struct SeqReader {
+    state: bindings::skb_seq_state,
+}
+
+impl Drop for SeqReader {
+    fn drop(&mut self) {
+        // SAFETY: By the type invariant `state` is zeroed (no fragment mapped, nothing to do)
+        // or belongs to a walk over a live buffer; this unmaps its fragment, if one is mapped.
+        unsafe { bindings::skb_abort_seq_read(&mut self.state) };
+    }
 }
 
 impl SkbDropReason {

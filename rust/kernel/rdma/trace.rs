@@ -31,11 +31,27 @@ declare_trace! {
     /// # Safety
     ///
     /// No requirements: the event takes plain values.
-    unsafe fn rxe_rust_xmit(dev: u32, qpn: u32, dest_qpn: u32, opcode: u8, psn: u32, len: u32);
+    unsafe fn rxe_rust_xmit(
+        dev: u32,
+        qpn: u32,
+        dest_qpn: u32,
+        opcode: u8,
+        psn: u32,
+        len: u32,
+        linear: u32,
+    );
     /// # Safety
     ///
     /// No requirements: the event takes plain values.
-    unsafe fn rxe_rust_recv(dev: u32, qpn: u32, dest_qpn: u32, opcode: u8, psn: u32, len: u32);
+    unsafe fn rxe_rust_recv(
+        dev: u32,
+        qpn: u32,
+        dest_qpn: u32,
+        opcode: u8,
+        psn: u32,
+        len: u32,
+        linear: u32,
+    );
     /// # Safety
     ///
     /// `reason` must point to a NUL-terminated string, valid for the call.
@@ -111,15 +127,18 @@ pub fn recv_enabled() -> bool {
 /// Reports a packet that left a queue pair (`rxe_rust:rxe_rust_xmit`).
 #[inline(always)]
 pub fn xmit(p: &PacketFields) {
+    // A packet sent is built in one piece.
     // SAFETY: No requirements (see the event's `# Safety`).
-    unsafe { rxe_rust_xmit(p.dev, p.qpn, p.dest_qpn, p.opcode, p.psn, p.len) }
+    unsafe { rxe_rust_xmit(p.dev, p.qpn, p.dest_qpn, p.opcode, p.psn, p.len, p.len) }
 }
 
-/// Reports a packet that reached its queue pair's transport (`rxe_rust:rxe_rust_recv`).
+/// Reports a packet that reached its queue pair's transport (`rxe_rust:rxe_rust_recv`), of
+/// which the first `linear` bytes are in one piece (less than `p.len` when its payload is read
+/// from a socket buffer's pages).
 #[inline(always)]
-pub fn recv(p: &PacketFields) {
+pub fn recv(p: &PacketFields, linear: u32) {
     // SAFETY: No requirements (see the event's `# Safety`).
-    unsafe { rxe_rust_recv(p.dev, p.qpn, p.dest_qpn, p.opcode, p.psn, p.len) }
+    unsafe { rxe_rust_recv(p.dev, p.qpn, p.dest_qpn, p.opcode, p.psn, p.len, linear) }
 }
 
 /// Reports a received packet dropped for `reason` before its queue pair's transport took it

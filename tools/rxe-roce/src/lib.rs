@@ -40,3 +40,32 @@ impl roce::icrc::Crc32 for HostCrc32 {
         !hasher.finalize()
     }
 }
+
+/// Bytes handed out in pieces of at most `step` bytes, as the pages of a socket buffer are:
+/// the host's [`roce::packet::Fragments`].
+#[derive(Clone, Copy, Debug)]
+pub struct Pieces<'a> {
+    /// The bytes; offsets count from their start.
+    pub bytes: &'a [u8],
+    /// The largest piece, at least one byte.
+    pub step: usize,
+}
+
+impl roce::packet::Fragments for Pieces<'_> {
+    fn read(&self, offset: usize, len: usize, f: &mut dyn FnMut(&[u8]) -> bool) -> bool {
+        let Some(mut rest) = offset
+            .checked_add(len)
+            .and_then(|end| self.bytes.get(offset..end))
+        else {
+            return false;
+        };
+        while !rest.is_empty() {
+            let (piece, after) = rest.split_at(rest.len().min(self.step.max(1)));
+            if !f(piece) {
+                return false;
+            }
+            rest = after;
+        }
+        true
+    }
+}

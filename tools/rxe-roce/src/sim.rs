@@ -8,7 +8,8 @@
 //! workload of every opcode the QP type allows, posted from both ends. The
 //! two endpoints run the real [`QpTransport`] state machines; every packet is built,
 //! given an ICRC over IPv4 and UDP headers, and parsed and verified again at
-//! the receiver. Time is virtual. After the run [`run`] checks what the
+//! the receiver, half of them in pieces as a socket buffer's pages come (the
+//! headers and a few bytes linear, the rest cut at random). Time is virtual. After the run [`run`] checks what the
 //! transport promises (see [`Scenario`]) and returns a report or the first
 //! violation.
 //!
@@ -60,8 +61,14 @@ use crate::roce::memory::{
     WqeRef, //
 };
 use crate::roce::mtu::IbMtu;
-use crate::roce::opcode::QpType;
-use crate::roce::packet;
+use crate::roce::opcode::{
+    QpType,
+    MAX_HEADER_LEN, //
+};
+use crate::roce::packet::{
+    Packet,
+    Payload, //
+};
 use crate::roce::psn::Psn;
 use crate::roce::qp::{
     QpConfig,
@@ -394,6 +401,18 @@ struct SimMem {
 }
 
 impl SimMem {
+    /// Copies `src` to offset `offset` of the local buffers of `wqe`, without a page fault.
+    fn place(&mut self, wqe: WqeRef, offset: u32, src: &[u8]) -> Result<(), AccessError> {
+        let LocalData::Sges(sges) = self.sges(wqe)? else {
+            return Err(AccessError::AccessDenied);
+        };
+        for_each_chunk(&sges, offset, src.len(), |sge, addr, r| {
+            let off = self.range(sge.lkey(), addr, r.len(), Access::LOCAL_WRITE)?;
+            self.bytes[off..off + r.len()].copy_from_slice(&src[r]);
+            Ok(())
+        })
+    }
+
     /// Answers a page not present, `odp_ppm` per million of the accesses that pass their checks.
     fn page(&mut self) -> Result<(), AccessError> {
         if self.odp_ppm > 0 && self.odp_rng.chance(self.odp_ppm) {
@@ -477,15 +496,21 @@ impl MemoryAccess for SimMem {
     }
 
     fn scatter(&mut self, wqe: WqeRef, offset: u32, src: &[u8]) -> Result<(), AccessError> {
-        let LocalData::Sges(sges) = self.sges(wqe)? else {
-            return Err(AccessError::AccessDenied);
-        };
-        for_each_chunk(&sges, offset, src.len(), |sge, addr, r| {
-            let off = self.range(sge.lkey(), addr, r.len(), Access::LOCAL_WRITE)?;
-            self.bytes[off..off + r.len()].copy_from_slice(&src[r]);
-            Ok(())
-        })?;
+        self.place(wqe, offset, src)?;
         // After the copy: what a page fault leaves half written is written again.
+        self.page()
+    }
+
+    fn scatter_payload(
+        &mut self,
+        wqe: WqeRef,
+        offset: u32,
+        payload: Payload<'_>,
+    ) -> Result<(), AccessError> {
+        // One access, as for a payload in one piece: the pieces, then the fault.
+        payload.for_each_piece(AccessError::NotPresent, |at, piece| {
+            self.place(wqe, offset + at as u32, piece)
+        })?;
         self.page()
     }
 
@@ -527,6 +552,20 @@ impl MemoryAccess for SimMem {
     fn write_remote(&mut self, rkey: u32, va: u64, src: &[u8]) -> Result<(), AccessError> {
         let off = self.range(rkey, va, src.len(), Access::REMOTE_WRITE)?;
         self.bytes[off..off + src.len()].copy_from_slice(src);
+        self.page()
+    }
+
+    fn write_remote_payload(
+        &mut self,
+        rkey: u32,
+        va: u64,
+        payload: Payload<'_>,
+    ) -> Result<(), AccessError> {
+        let off = self.range(rkey, va, payload.len(), Access::REMOTE_WRITE)?;
+        payload.for_each_piece(AccessError::NotPresent, |at, piece| {
+            self.bytes[off + at..off + at + piece.len()].copy_from_slice(piece);
+            Ok(())
+        })?;
         self.page()
     }
 
@@ -1242,6 +1281,7 @@ pub fn run_scenario(sc: &Scenario) -> Result<Report, String> {
     let mut heap: BinaryHeap<Reverse<(u64, u64, Event)>> = BinaryHeap::new();
     let mut seq = 0u64;
     let mut link = Rng::new(sc.seed ^ 0x11ee_55aa);
+    let mut pager = Rng::new(sc.seed ^ 0x9a9e_5000);
     if sc.recv_delay_ns > 0 {
         heap.push(Reverse((sc.recv_delay_ns, seq, Event::Wakeup)));
         seq += 1;
@@ -1357,7 +1397,20 @@ pub fn run_scenario(sc: &Scenario) -> Result<Report, String> {
             Event::Deliver { to, bytes } => {
                 let ep = &mut eps[to];
                 let (ip, udp) = ipv4(1 - to as u8, to as u8, bytes.len());
-                match packet::parse(&bytes, IpHeader::V4(&ip), &udp, &HostCrc32) {
+                let cut = (MAX_HEADER_LEN + pager.below(64) as usize).min(bytes.len());
+                let pieces = crate::Pieces {
+                    bytes: &bytes,
+                    step: 1 + pager.below(600) as usize,
+                };
+                let parsed = if pager.chance(500_000) {
+                    Packet::parse_paged(&bytes[..cut], &pieces, 0, bytes.len())
+                } else {
+                    Packet::parse(&bytes)
+                };
+                match parsed.and_then(|p| {
+                    p.verify_icrc(&HostCrc32, IpHeader::V4(&ip), &udp)?;
+                    Ok(p)
+                }) {
                     Ok(pkt) => {
                         if trace {
                             let syn = pkt.aeth().map(|a| a.syndrome());

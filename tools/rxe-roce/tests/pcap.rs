@@ -145,7 +145,7 @@ fn reencode(pkt: &Packet<'_>, f: &Frame) -> Vec<u8> {
             .unwrap()
             .set(s.placement_type(), s.selectivity_level());
     }
-    b.payload_mut().copy_from_slice(pkt.payload());
+    assert!(pkt.payload().copy_to(b.payload_mut()));
     let len = b.finish(&HostCrc32, f.ip_header(), f.udp_header());
     buf.truncate(len);
     buf

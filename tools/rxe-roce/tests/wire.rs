@@ -34,6 +34,7 @@ use rxe_roce::roce::opcode::{
     Transport,
     MAX_HEADER_LEN, //
 };
+use rxe_roce::roce::packet::Fragments;
 use rxe_roce::roce::packet::{
     packet_len,
     pad_for,
@@ -44,7 +45,10 @@ use rxe_roce::roce::packet::{
     ParseError, //
 };
 use rxe_roce::roce::psn::Psn;
-use rxe_roce::HostCrc32;
+use rxe_roce::{
+    HostCrc32,
+    Pieces, //
+};
 use zerocopy::{
     FromBytes,
     FromZeros,
@@ -545,10 +549,13 @@ fn every_opcode_builds_and_parses_back() {
             assert_eq!(pkt.psn(), Psn::new(0xfffffe));
             assert_eq!(pkt.dest_qpn(), 0x123456);
             assert!(pkt.bth().ack_req());
-            assert_eq!(pkt.as_bytes().len(), len);
+            assert_eq!(pkt.len(), len);
+            assert_eq!(pkt.head().len(), len);
             assert_eq!(pkt.payload().len(), payload_len);
             assert!(pkt
                 .payload()
+                .as_slice()
+                .unwrap()
                 .iter()
                 .enumerate()
                 .all(|(i, &b)| b == i as u8 ^ 0x5a));
@@ -781,4 +788,134 @@ fn max_header_len_bounds_every_opcode() {
     assert_eq!(lens.iter().max(), Some(&MAX_HEADER_LEN));
     assert_eq!(MAX_HEADER_LEN, 12 + 28);
     assert_eq!(Opcode::RC_COMPARE_SWAP.header_len(), MAX_HEADER_LEN);
+}
+
+/// A source of fragments that has lost everything from byte `from` on.
+struct Short<'a> {
+    bytes: &'a [u8],
+    from: usize,
+}
+
+impl Fragments for Short<'_> {
+    fn read(&self, offset: usize, len: usize, f: &mut dyn FnMut(&[u8]) -> bool) -> bool {
+        match self.bytes.get(offset..offset + len) {
+            Some(b) if offset + len <= self.from => f(b),
+            _ => false,
+        }
+    }
+}
+
+#[test]
+fn a_packet_in_pieces_is_the_same_packet() {
+    for opcode in Opcode::all() {
+        let payload_len = match opcode {
+            o if !o.has_payload() => 0,
+            o if o.class() == OpClass::AtomicWrite => 8,
+            o if o.position().is_end() => 61,
+            _ => 256,
+        };
+        let len = packet_len(opcode, payload_len).unwrap();
+        let ip = ipv4((28 + len) as u16);
+        let udp = udp((8 + len) as u16);
+        let mut buf = vec![0u8; len];
+        build(&mut buf, opcode, payload_len, IpHeader::V4(&ip), &udp);
+        let whole = Packet::parse(&buf).unwrap();
+        let mut expected = vec![0u8; payload_len];
+        assert!(whole.payload().copy_to(&mut expected));
+        for cut in opcode.header_len()..len {
+            for step in [1, 3, 64] {
+                let pieces = Pieces { bytes: &buf, step };
+                let pkt = Packet::parse_paged(&buf[..cut], &pieces, 0, len)
+                    .unwrap_or_else(|e| panic!("{opcode:?} cut {cut}: {e:?}"));
+                assert_eq!(pkt.len(), len);
+                assert_eq!(pkt.head().len(), cut);
+                assert_eq!(pkt.icrc(), whole.icrc());
+                assert_eq!(pkt.verify_icrc(&HostCrc32, IpHeader::V4(&ip), &udp), Ok(()));
+                let mut got = vec![0u8; payload_len];
+                assert!(pkt.payload().copy_to(&mut got));
+                assert_eq!(got, expected, "{opcode:?} cut {cut} step {step}");
+                // Pieces come in order and at their offsets.
+                let mut next = 0;
+                let placed = pkt.payload().for_each_piece((), |at, piece| {
+                    assert_eq!(at, next);
+                    assert_eq!(piece, &expected[at..at + piece.len()]);
+                    next += piece.len();
+                    Ok(())
+                });
+                assert_eq!((placed, next), (Ok(()), payload_len));
+                let in_head = cut >= opcode.header_len() + payload_len;
+                assert_eq!(pkt.payload().as_slice().is_some(), in_head);
+            }
+        }
+    }
+}
+
+#[test]
+fn a_flipped_bit_in_a_fragment_fails_the_icrc() {
+    let opcode = Opcode::RC_RDMA_WRITE_ONLY;
+    let len = packet_len(opcode, 200).unwrap();
+    let ip = ipv4((28 + len) as u16);
+    let udp = udp((8 + len) as u16);
+    let mut buf = vec![0u8; len];
+    build(&mut buf, opcode, 200, IpHeader::V4(&ip), &udp);
+    let cut = opcode.header_len() + 10;
+    for byte in [cut, len - 20, len - 1] {
+        let mut bad = buf.clone();
+        bad[byte] ^= 0x10;
+        let pieces = Pieces {
+            bytes: &bad,
+            step: 7,
+        };
+        let pkt = Packet::parse_paged(&bad[..cut], &pieces, 0, len).unwrap();
+        assert_eq!(
+            pkt.verify_icrc(&HostCrc32, IpHeader::V4(&ip), &udp),
+            Err(ParseError::IcrcMismatch),
+            "byte {byte}"
+        );
+    }
+}
+
+#[test]
+fn a_packet_in_pieces_is_refused_when_bytes_are_missing() {
+    let opcode = Opcode::RC_RDMA_WRITE_FIRST;
+    let len = packet_len(opcode, 256).unwrap();
+    let ip = ipv4((28 + len) as u16);
+    let udp = udp((8 + len) as u16);
+    let mut buf = vec![0u8; len];
+    build(&mut buf, opcode, 256, IpHeader::V4(&ip), &udp);
+    let pieces = Pieces {
+        bytes: &buf,
+        step: 64,
+    };
+    // The headers must be in the linear part.
+    let short_head = Packet::parse_paged(&buf[..opcode.header_len() - 1], &pieces, 0, len);
+    assert_eq!(short_head.map(|_| ()), Err(ParseError::Truncated));
+    // A linear part longer than the packet is not a packet.
+    let long_head = Packet::parse_paged(&buf, &pieces, 0, len - 4);
+    assert_eq!(long_head.map(|_| ()), Err(ParseError::Truncated));
+    // The source is offset: byte i of the packet is byte base + i of the source.
+    let mut shifted = vec![0xabu8; 5];
+    shifted.extend_from_slice(&buf);
+    let far = Pieces {
+        bytes: &shifted,
+        step: 100,
+    };
+    let pkt = Packet::parse_paged(&buf[..40], &far, 5, len).unwrap();
+    assert_eq!(pkt.verify_icrc(&HostCrc32, IpHeader::V4(&ip), &udp), Ok(()));
+    // A source that has lost bytes: the ICRC cannot be checked, the payload not placed.
+    let lost = Short {
+        bytes: &buf,
+        from: len - 100,
+    };
+    let pkt = Packet::parse_paged(&buf[..40], &lost, 0, len).unwrap();
+    assert_eq!(
+        pkt.verify_icrc(&HostCrc32, IpHeader::V4(&ip), &udp),
+        Err(ParseError::Truncated)
+    );
+    assert_eq!(
+        pkt.payload().for_each_piece("missing", |_, _| Ok(())),
+        Err("missing")
+    );
+    assert!(!pkt.payload().copy_to(&mut [0u8; 256]));
+    assert_eq!(pkt.icrc(), 0);
 }

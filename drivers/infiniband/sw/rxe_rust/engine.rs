@@ -373,7 +373,7 @@ impl Engine {
     /// another context may let it send again).
     fn queue_local(&self, from: &QpShared, out: &mut KVec<Packet>, to: &mut Receivers) {
         for pkt in out.drain_all() {
-            let qpn = match RocePacket::parse(pkt.bytes()) {
+            let qpn = match pkt.parse() {
                 Ok(p) => p.dest_qpn(),
                 Err(_) => {
                     // Built here, so never seen; counted as a transmit that failed.
@@ -627,23 +627,25 @@ impl Engine {
         tx: &mut RunBuffers,
         out: &mut KVec<Packet>,
     ) -> bool {
-        let bytes = packet.bytes();
         // A datagram's receive buffer starts with its GRH.
         let grh = match qp.qp_type {
             IbQpType::Ud | IbQpType::Gsi => packet.grh(),
             _ => None,
         };
         self.counters
-            .add(crate::stats::Counter::RcvdBytes, bytes.len() as u64);
+            .add(crate::stats::Counter::RcvdBytes, packet.len() as u64);
         if trace::recv_enabled() {
-            trace::recv(&trace::PacketFields {
-                dev: qp.dev_index,
-                qpn: qp.number(),
-                dest_qpn: pkt.dest_qpn(),
-                opcode: pkt.opcode().raw(),
-                psn: pkt.psn().get(),
-                len: bytes.len() as u32,
-            });
+            trace::recv(
+                &trace::PacketFields {
+                    dev: qp.dev_index,
+                    qpn: qp.number(),
+                    dest_qpn: pkt.dest_qpn(),
+                    opcode: pkt.opcode().raw(),
+                    psn: pkt.psn().get(),
+                    len: packet.len() as u32,
+                },
+                pkt.head().len() as u32,
+            );
         }
         let rcu = rcu::read_lock();
         let env = self.env(qp, &rcu);
@@ -670,7 +672,7 @@ enum Arrival {
 }
 
 impl Arrival {
-    /// Classifies the packet `bytes` by its opcode (and a READ by its RETH).
+    /// Classifies a packet by the opcode in its first bytes `bytes` (and a READ by its RETH).
     fn of(bytes: &[u8]) -> Self {
         let Some(op) = bytes.first().and_then(|&b| Opcode::from_u8(b)) else {
             return Self::Other;
@@ -850,7 +852,7 @@ impl QpShared {
         this: ArcBorrow<'_, Self>,
         packet: Packet,
     ) -> Result<(), (Error, Packet)> {
-        let arrival = Arrival::of(packet.bytes());
+        let arrival = Arrival::of(packet.head());
         let stream = matches!(arrival, Arrival::Stream(_));
         let connected = matches!(this.qp_type, IbQpType::Rc | IbQpType::Uc);
         // The packets of a READ response longer than one go to the work item, as a one-way
@@ -1263,15 +1265,13 @@ impl QpShared {
         let engine = &*self.engine;
         let mut failed = false;
         loop {
-            if (t.is_sending_response() || !t.backlog.is_empty())
-                && !t.replaces_response(pkt.bytes())
-            {
+            if (t.is_sending_response() || !t.backlog.is_empty()) && !t.replaces_response(&pkt) {
                 self.to_backlog(t, pkt);
                 return failed;
             }
             // Parsed once here, for the holder and for the transport (the ICRC was checked
             // when the packet came).
-            let Ok(parsed) = RocePacket::parse(pkt.bytes()) else {
+            let Ok(parsed) = pkt.parse() else {
                 tx.consume(&engine.buffers, pkt);
                 return failed;
             };

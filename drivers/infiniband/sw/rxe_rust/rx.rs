@@ -19,8 +19,9 @@ use crate::{
             UdpHeader,
             IPPROTO_UDP, //
         },
+        opcode::MAX_HEADER_LEN,
         packet::{
-            parse,
+            Packet as RocePacket,
             ParseError, //
         },
     },
@@ -28,7 +29,10 @@ use crate::{
         Counter,
         Counters, //
     },
-    transport::Packet,
+    transport::{
+        Packet,
+        UDP_HEADER_LEN, //
+    },
     Rxe, //
 };
 use kernel::{
@@ -44,13 +48,17 @@ use kernel::{
 };
 use zerocopy::FromBytes;
 
+/// The bytes a datagram must have in its linear part: the UDP header and the longest headers
+/// of a RoCEv2 packet.
+const HEADERS_LEN: u32 = (UDP_HEADER_LEN + MAX_HEADER_LEN) as u32;
+
 /// The QP number a drop is traced with when the datagram's was not read (the multicast QPN).
 const NO_QPN: u32 = Bth::MULTICAST_QPN;
 
 /// Why a received datagram was dropped.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum DropReason {
-    /// Its paged data could not be made linear.
+    /// Its headers could not be made linear, or no memory to hold it.
     NoMemory,
     /// No IPv4 header without options or IPv6 header without extensions before it.
     NetworkHeader,
@@ -234,19 +242,30 @@ fn deliver(dev: &Device<Rxe>, qpn: u32, skb: SkBuff) -> Result<(), DropReason> {
 
 /// Checks the datagram `skb` for `dev`; returns where it goes.
 fn check(dev: &Device<Rxe>, skb: &mut SkBuff) -> Result<Destination, DropReason> {
-    skb.linearize().map_err(|_| DropReason::NoMemory)?;
+    // The headers must be in the linear part; the payload may stay in the pages, read in
+    // place for the ICRC and copied from there into memory once.
+    let headers = skb.len().min(HEADERS_LEN);
+    skb.may_pull(headers).map_err(|_| DropReason::NoMemory)?;
+    let skb: &SkBuff = skb;
     let nh = skb.network_header().ok_or(DropReason::NetworkHeader)?;
     let (dgid, ip) = network(nh).ok_or(DropReason::NetworkHeader)?;
-    let data = skb.data();
-    let (udp, payload) = UdpHeader::ref_from_prefix(data).map_err(|_| DropReason::UdpLength)?;
-    if usize::from(udp.len.get()) != data.len() {
+    let (udp, head) = UdpHeader::ref_from_prefix(skb.data()).map_err(|_| DropReason::UdpLength)?;
+    if u32::from(udp.len.get()) != skb.len() {
         return Err(DropReason::UdpLength);
     }
-    let pkt = parse(payload, ip, udp, &KernelCrc32).map_err(|e| match e {
-        ParseError::IcrcMismatch => DropReason::Icrc,
-        ParseError::Truncated => DropReason::Truncated,
-        _ => DropReason::Packet,
-    })?;
+    let len = head.len() + (skb.len() - skb.headlen()) as usize;
+    let pkt = if head.len() == len {
+        RocePacket::parse(head)
+    } else {
+        RocePacket::parse_paged(head, skb, UDP_HEADER_LEN, len)
+    };
+    let pkt = pkt
+        .and_then(|pkt| pkt.verify_icrc(&KernelCrc32, ip, udp).map(|()| pkt))
+        .map_err(|e| match e {
+            ParseError::IcrcMismatch => DropReason::Icrc,
+            ParseError::Truncated => DropReason::Truncated,
+            _ => DropReason::Packet,
+        })?;
     if mcast::is_multicast(&dgid) {
         // A multicast datagram carries the multicast QP number; the groups' queue pairs are
         // UD, whose responder checks the rest (DETH, Q_Key, opcode).

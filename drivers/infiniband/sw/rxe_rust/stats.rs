@@ -38,7 +38,7 @@ pub(crate) enum Counter {
     RdmaRecvs,
     SentBytes,
     RcvdBytes,
-    /// Dropped: its paged data could not be made linear, or no memory to hold it.
+    /// Dropped: its headers could not be made linear, or no memory to hold it.
     DropNoMemory,
     /// Dropped: no IPv4 header without options or IPv6 header without extensions.
     DropNetworkHeader,

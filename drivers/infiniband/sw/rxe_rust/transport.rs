@@ -59,7 +59,12 @@ use crate::{
         },
         mtu::IbMtu,
         opcode::QpType,
-        packet::Packet as RocePacket,
+        packet::{
+            Fragments,
+            Packet as RocePacket,
+            ParseError,
+            Payload, //
+        },
         psn::Psn,
         qp::{
             QpConfig, //
@@ -467,10 +472,12 @@ impl Transport {
             })
     }
 
-    /// Returns true if the packet `bytes` goes before the READ response that waits: a
+    /// Returns true if `packet` goes before the READ response that waits: a
     /// duplicate READ request (the requester asks again for what it misses).
-    pub(crate) fn replaces_response(&self, bytes: &[u8]) -> bool {
-        RocePacket::parse(bytes).is_ok_and(|pkt| self.qp.replaces_response(&pkt))
+    pub(crate) fn replaces_response(&self, packet: &Packet) -> bool {
+        packet
+            .parse()
+            .is_ok_and(|pkt| self.qp.replaces_response(&pkt))
     }
 
     /// Returns the PSN of `pkt` if it is a request that came early
@@ -560,18 +567,38 @@ pub(crate) enum Packet {
     /// From a datagram queue pair of this device (loopback): the GRH its receiver gets
     /// ([`GRH_LEN`] bytes, as [`tx::grh_of`] builds it), then a copy of the packet.
     LocalDatagram(KVec<u8>),
-    /// From the wire: the datagram itself, linear, its data the UDP header and the packet,
-    /// whose structure and ICRC were checked.
+    /// From the wire: the datagram itself, its data the UDP header and the packet, whose
+    /// structure and ICRC were checked. The headers are in its linear part; the rest may be
+    /// in its pages ([`rx`](crate::rx) does not linearise it).
     Wire(SkBuff),
 }
 
 impl Packet {
-    /// Returns the packet's bytes, BTH to ICRC.
-    pub(crate) fn bytes(&self) -> &[u8] {
+    /// Returns the packet's first bytes in one slice, from the BTH: all its headers, and for a
+    /// packet from this device, all of it.
+    pub(crate) fn head(&self) -> &[u8] {
         match self {
             Self::Local(v) => v,
             Self::LocalDatagram(v) => v.get(GRH_LEN..).unwrap_or(&[]),
             Self::Wire(skb) => skb.data().get(UDP_HEADER_LEN..).unwrap_or(&[]),
+        }
+    }
+
+    /// Returns the packet's length, BTH to ICRC.
+    pub(crate) fn len(&self) -> usize {
+        match self {
+            Self::Wire(skb) => (skb.len() as usize).saturating_sub(UDP_HEADER_LEN),
+            _ => self.head().len(),
+        }
+    }
+
+    /// Parses the packet, its headers from its linear part and the rest from its pages.
+    pub(crate) fn parse(&self) -> Result<RocePacket<'_>, ParseError> {
+        match self {
+            Self::Wire(skb) if skb.headlen() < skb.len() => {
+                RocePacket::parse_paged(self.head(), skb, UDP_HEADER_LEN, self.len())
+            }
+            _ => RocePacket::parse(self.head()),
         }
     }
 
@@ -605,6 +632,17 @@ impl Packet {
         match self {
             Self::Local(_) | Self::LocalDatagram(_) => (),
             Self::Wire(skb) => skb.drop_with_reason(reason),
+        }
+    }
+}
+
+/// A received datagram's pages, read in place: its payload goes from there to the memory it
+/// is placed in, with no copy in between.
+impl Fragments for SkBuff {
+    fn read(&self, offset: usize, len: usize, f: &mut dyn FnMut(&[u8]) -> bool) -> bool {
+        match (u32::try_from(offset), u32::try_from(len)) {
+            (Ok(offset), Ok(len)) => self.read_pieces(offset, len, f),
+            _ => false,
         }
     }
 }
@@ -667,7 +705,7 @@ impl PacketQueue {
 }
 
 /// The UDP header's length, before the packet in a datagram's data.
-const UDP_HEADER_LEN: usize = core::mem::size_of::<UdpHeader>();
+pub(crate) const UDP_HEADER_LEN: usize = core::mem::size_of::<UdpHeader>();
 
 /// A queue pair's PSNs, as `query_qp` reports them.
 #[derive(Clone, Copy)]
@@ -1059,6 +1097,28 @@ impl MemoryAccess for Mem<'_> {
     fn write_remote(&mut self, rkey: u32, va: u64, src: &[u8]) -> Result<(), AccessError> {
         self.with_remote(rkey, va, src.len(), Access::REMOTE_WRITE, |mr, off| {
             self.write_at(mr, off, src)
+        })
+    }
+
+    fn write_remote_payload(
+        &mut self,
+        rkey: u32,
+        va: u64,
+        payload: Payload<'_>,
+    ) -> Result<(), AccessError> {
+        if let Some(src) = payload.as_slice() {
+            return self.write_remote(rkey, va, src);
+        }
+        // In pieces: one lookup for all of them, and the pages asked for first, so that a
+        // page not present drops the packet before any of it is written.
+        let len = payload.len();
+        self.with_remote(rkey, va, len, Access::REMOTE_WRITE, |mr, off| {
+            if !mr.is_present(off, len, true) {
+                return Err(odp::note(self.env.shared, mr, off, len, true));
+            }
+            payload.for_each_piece(AccessError::NotPresent, |at, piece| {
+                self.write_at(mr, off.wrapping_add(at as u64), piece)
+            })
         })
     }
 
@@ -1642,11 +1702,11 @@ mod tests {
         let mut v = KVec::new();
         assert!(v.push(0xab, GFP_KERNEL).is_ok());
         let refused = q.push(Packet::Local(v));
-        assert!(matches!(&refused, Err((e, p)) if *e == ENOBUFS && p.bytes() == [0xab]));
+        assert!(matches!(&refused, Err((e, p)) if *e == ENOBUFS && p.head() == [0xab]));
         // Oldest first, every one.
         let mut n = 0;
         for (i, p) in q.drain_all().enumerate() {
-            assert_eq!(p.bytes(), &[i as u8]);
+            assert_eq!(p.head(), &[i as u8]);
             n += 1;
         }
         assert_eq!(n, PacketQueue::MAX);

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! Fuzzes the packet parser: any UDP payload parses to a packet or an error,
-//! every accessor of a parsed packet is safe, and building what was parsed
-//! gives back the same bytes.
+//! every accessor of a parsed packet is safe, building what was parsed
+//! gives back the same bytes, and the packet parsed in pieces (a socket
+//! buffer's pages) is the same packet.
 
 #![no_main]
 
@@ -13,13 +14,19 @@ use rxe_roce::roce::icrc::{
     UdpHeader, //
 };
 use rxe_roce::roce::mtu::IbMtu;
-use rxe_roce::roce::opcode::QpType;
+use rxe_roce::roce::opcode::{
+    QpType,
+    MAX_HEADER_LEN, //
+};
 use rxe_roce::roce::packet::{
     self,
     Packet,
     PacketBuilder, //
 };
-use rxe_roce::HostCrc32;
+use rxe_roce::{
+    HostCrc32,
+    Pieces, //
+};
 use zerocopy::byteorder::network_endian::U16;
 use zerocopy::FromZeros;
 
@@ -38,10 +45,29 @@ fuzz_target!(|data: &[u8]| {
     let (ip, udp) = headers(data.len());
     let crc = HostCrc32;
     let full = packet::parse(data, IpHeader::V4(&ip), &udp, &crc);
+    // The same bytes with the linear part cut after the headers (and a few bytes more), the
+    // rest in pieces of 1 to 13 bytes.
+    let cut = (MAX_HEADER_LEN + data.len() % 5).min(data.len());
+    let pieces = Pieces {
+        bytes: data,
+        step: 1 + data.len() % 13,
+    };
+    let paged = Packet::parse_paged(&data[..cut], &pieces, 0, data.len());
     let Ok(pkt) = Packet::parse(data) else {
         assert!(full.is_err());
+        assert_eq!(paged.map(|_| ()), Packet::parse(data).map(|_| ()));
         return;
     };
+    let paged = paged.expect("parses whole, so in pieces");
+    assert_eq!(
+        paged.verify_icrc(&crc, IpHeader::V4(&ip), &udp),
+        pkt.verify_icrc(&crc, IpHeader::V4(&ip), &udp)
+    );
+    assert_eq!(paged.icrc(), pkt.icrc());
+    assert_eq!(paged.len(), pkt.len());
+    let mut copied = vec![0u8; paged.payload().len()];
+    assert!(paged.payload().copy_to(&mut copied));
+    assert_eq!(Some(&copied[..]), pkt.payload().as_slice());
     for t in [QpType::Rc, QpType::Uc, QpType::Ud, QpType::Gsi] {
         for m in [IbMtu::Mtu256, IbMtu::Mtu1024, IbMtu::Mtu4096] {
             let _ = pkt.check_qp(t, m);
@@ -57,7 +83,7 @@ fuzz_target!(|data: &[u8]| {
     );
     // Rebuild through the typed headers: the same bytes, pad and ICRC made anew.
     let opcode = pkt.opcode();
-    let payload = pkt.payload();
+    let payload = pkt.payload().as_slice().expect("a packet parsed whole is one slice");
     let mut buf = vec![0u8; data.len()];
     let mut b = PacketBuilder::new(&mut buf, opcode, payload.len()).expect("parsed, so buildable");
     *b.bth_mut() = *pkt.bth();

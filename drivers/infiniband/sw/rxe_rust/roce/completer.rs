@@ -532,7 +532,7 @@ impl<const N: usize> Requester<N> {
             self.fail(k, WcStatus::BadRespErr, out);
             return Placement::Failed;
         }
-        match mem.scatter(WqeRef::Send(e.wr.slot), offset, payload) {
+        match mem.scatter_payload(WqeRef::Send(e.wr.slot), offset, payload) {
             Ok(()) => Placement::Placed,
             Err(AccessError::NotPresent) => {
                 out.count(Counter::DroppedPackets);

@@ -176,10 +176,18 @@ pub fn compute_parts<C: Crc32 + ?Sized>(
     bth: &Bth,
     rest: &[u8],
 ) -> u32 {
+    !crc.crc32_le(start(crc, ip, udp, bth), rest)
+}
+
+/// Returns the CRC register after the pseudo header of a packet with this BTH.
+///
+/// The ICRC is then the complement of the register carried on over the bytes after the BTH,
+/// up to the ICRC, in as many pieces as they come in.
+pub fn start<C: Crc32 + ?Sized>(crc: &C, ip: IpHeader<'_>, udp: &UdpHeader, bth: &Bth) -> u32 {
     let bth = bth.masked_for_icrc();
     let mut udp = *udp;
     udp.check = U16::new(0xffff);
-    let reg = match ip {
+    match ip {
         IpHeader::V4(ip) => {
             let mut ip = *ip;
             ip.tos = 0xff;
@@ -197,6 +205,5 @@ pub fn compute_parts<C: Crc32 + ?Sized>(
             let pseudo = PseudoV6 { ip, udp, bth };
             crc.crc32_le(ICRC_SEED, pseudo.as_bytes())
         }
-    };
-    !crc.crc32_le(reg, rest)
+    }
 }

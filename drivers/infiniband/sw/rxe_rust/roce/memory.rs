@@ -9,6 +9,7 @@
 //! R_Key and a virtual address, with the access rights the operation needs.
 
 use super::io::TxBuffer;
+use super::packet::Payload;
 use super::wqe::Sge;
 
 /// Access rights, the bits of `enum ib_access_flags`.
@@ -180,6 +181,26 @@ pub trait MemoryAccess {
     /// Copies `src` to offset `offset` of the local buffers of `wqe` (local write).
     fn scatter(&mut self, wqe: WqeRef, offset: u32, src: &[u8]) -> Result<(), AccessError>;
 
+    /// Copies a received packet's `payload`, piece by piece, to offset `offset` of the local
+    /// buffers of `wqe`.
+    ///
+    /// A piece that cannot be read is [`AccessError::NotPresent`]: the packet is dropped as
+    /// if lost, and sent again.
+    fn scatter_payload(
+        &mut self,
+        wqe: WqeRef,
+        offset: u32,
+        payload: Payload<'_>,
+    ) -> Result<(), AccessError> {
+        payload.for_each_piece(AccessError::NotPresent, |at, piece| {
+            let at = u32::try_from(at)
+                .ok()
+                .and_then(|at| offset.checked_add(at))
+                .ok_or(AccessError::TooShort)?;
+            self.scatter(wqe, at, piece)
+        })
+    }
+
     /// Checks that the local buffers of `wqe` from byte `offset` for `len` bytes may be written
     /// now: the response of a READ or atomic is placed there.
     ///
@@ -212,6 +233,20 @@ pub trait MemoryAccess {
 
     /// Copies into the range of `rkey` at `va` (remote write).
     fn write_remote(&mut self, rkey: u32, va: u64, src: &[u8]) -> Result<(), AccessError>;
+
+    /// Copies a received packet's `payload`, piece by piece, into the range of `rkey` at `va`
+    /// (remote write); a piece that cannot be read is [`AccessError::NotPresent`].
+    fn write_remote_payload(
+        &mut self,
+        rkey: u32,
+        va: u64,
+        payload: Payload<'_>,
+    ) -> Result<(), AccessError> {
+        payload.for_each_piece(AccessError::NotPresent, |at, piece| {
+            let at = u64::try_from(at).map_err(|_| AccessError::OutOfRange)?;
+            self.write_remote(rkey, va.wrapping_add(at), piece)
+        })
+    }
 
     /// Carries out an atomic on the eight bytes at `va`; returns the value before.
     fn atomic(&mut self, rkey: u32, va: u64, op: AtomicOp) -> Result<u64, AccessError>;

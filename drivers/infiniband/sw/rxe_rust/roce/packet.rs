@@ -80,15 +80,43 @@ pub enum ParseError {
     IcrcMismatch,
 }
 
+/// The bytes of a received packet past its linear part: the pages of a socket buffer.
+///
+/// The packet's bytes need not be in one slice: the headers must be, and the payload, pad and
+/// ICRC may continue here, read in pieces ([`Packet::parse_paged`]).
+pub trait Fragments {
+    /// Calls `f` with the bytes `offset..offset + len`, in order, in one or more pieces.
+    ///
+    /// Returns false, having stopped, if `f` returned false or the bytes are not all there.
+    fn read(&self, offset: usize, len: usize, f: &mut dyn FnMut(&[u8]) -> bool) -> bool;
+}
+
+/// Where a packet continues past its linear part: byte `i` of the packet is byte `base + i`
+/// of `src`.
+#[derive(Clone, Copy)]
+struct Tail<'a> {
+    src: &'a dyn Fragments,
+    base: usize,
+}
+
+impl core::fmt::Debug for Tail<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Tail").field("base", &self.base).finish()
+    }
+}
+
 /// A received packet whose structure has been checked.
 ///
 /// # Invariants
 ///
-/// `bytes` holds the headers of `opcode`, then `payload_len` bytes of payload,
-/// `pad` pad bytes and the ICRC, and nothing else.
+/// The packet is `len` bytes: the headers of `opcode`, then `payload_len` bytes of payload,
+/// `pad` pad bytes and the ICRC, and nothing else. `head` is its first bytes and holds at
+/// least the headers; `tail` holds the rest, and is `None` when `head` is the whole packet.
 #[derive(Clone, Copy, Debug)]
 pub struct Packet<'a> {
-    bytes: &'a [u8],
+    head: &'a [u8],
+    tail: Option<Tail<'a>>,
+    len: usize,
     bth: &'a Bth,
     opcode: Opcode,
     payload_len: usize,
@@ -101,7 +129,27 @@ impl<'a> Packet<'a> {
     /// `bytes` must be exactly the UDP payload (UDP length minus eight), so
     /// that the ICRC is its last four bytes.
     pub fn parse(bytes: &'a [u8]) -> Result<Self, ParseError> {
-        let (bth, _) = Bth::ref_from_prefix(bytes).map_err(|_| ParseError::Truncated)?;
+        Self::parse_parts(bytes, None, bytes.len())
+    }
+
+    /// Parses a UDP payload of `len` bytes that starts with `head` and continues in `src`,
+    /// whose byte `base + i` is byte `i` of the payload, and checks its structure.
+    ///
+    /// `head` must hold the packet's headers: at least [`MAX_HEADER_LEN`] bytes, or the whole
+    /// packet. Nothing past the headers is read here.
+    ///
+    /// [`MAX_HEADER_LEN`]: super::opcode::MAX_HEADER_LEN
+    pub fn parse_paged(
+        head: &'a [u8],
+        src: &'a dyn Fragments,
+        base: usize,
+        len: usize,
+    ) -> Result<Self, ParseError> {
+        Self::parse_parts(head, Some(Tail { src, base }), len)
+    }
+
+    fn parse_parts(head: &'a [u8], tail: Option<Tail<'a>>, len: usize) -> Result<Self, ParseError> {
+        let (bth, _) = Bth::ref_from_prefix(head).map_err(|_| ParseError::Truncated)?;
         let raw = bth.opcode_raw();
         let opcode = Opcode::from_u8(raw).ok_or(ParseError::UnknownOpcode(raw))?;
         let tver = bth.transport_version();
@@ -109,11 +157,16 @@ impl<'a> Packet<'a> {
             return Err(ParseError::TransportVersion(tver));
         }
         // Payload and pad together, between the headers and the ICRC.
-        let data_len = bytes
-            .len()
+        let data_len = len
             .checked_sub(opcode.header_len())
             .and_then(|n| n.checked_sub(ICRC_LEN))
             .ok_or(ParseError::Truncated)?;
+        // The headers are read from `head` alone, and what is past it from `tail`.
+        let tail = match tail {
+            _ if head.len() == len => None,
+            Some(t) if head.len() >= opcode.header_len() && head.len() < len => Some(t),
+            _ => return Err(ParseError::Truncated),
+        };
         let pad = bth.pad_count();
         if data_len % 4 != 0 {
             return Err(ParseError::LengthNotAllowed);
@@ -137,13 +190,54 @@ impl<'a> Packet<'a> {
         if opcode.class() == OpClass::AtomicWrite && payload_len != 8 {
             return Err(ParseError::LengthNotAllowed);
         }
-        // INVARIANT: header_len + payload_len + pad + ICRC_LEN == bytes.len().
+        // INVARIANT: header_len + payload_len + pad + ICRC_LEN == len; `head` is all of it,
+        // or holds the headers and `tail` the rest.
         Ok(Self {
-            bytes,
+            head,
+            tail,
+            len,
             bth,
             opcode,
             payload_len,
             pad,
+        })
+    }
+
+    /// Calls `f` with the packet's bytes `offset..offset + len`, in order, in one or more
+    /// pieces; returns false, having stopped, if `f` returned false or the range is outside.
+    fn read(&self, offset: usize, len: usize, f: &mut dyn FnMut(&[u8]) -> bool) -> bool {
+        let Some(end) = offset.checked_add(len).filter(|&end| end <= self.len) else {
+            return false;
+        };
+        let head_end = end.min(self.head.len());
+        if let Some(piece) = self.head.get(offset..head_end) {
+            if !piece.is_empty() && !f(piece) {
+                return false;
+            }
+        }
+        let from = offset.max(self.head.len());
+        if from >= end {
+            return true;
+        }
+        match (self.tail, from.checked_add(self.tail.map_or(0, |t| t.base))) {
+            (Some(t), Some(at)) => t.src.read(at, end.saturating_sub(from), f),
+            _ => false,
+        }
+    }
+
+    /// Copies the packet's bytes from `offset` into `dst`, which they must fill.
+    fn read_into(&self, offset: usize, dst: &mut [u8]) -> bool {
+        let mut at = 0usize;
+        self.read(offset, dst.len(), &mut |piece| {
+            let end = at.saturating_add(piece.len());
+            match dst.get_mut(at..end) {
+                Some(d) => {
+                    d.copy_from_slice(piece);
+                    at = end;
+                    true
+                }
+                None => false,
+            }
         })
     }
 
@@ -181,13 +275,17 @@ impl<'a> Packet<'a> {
         ip: IpHeader<'_>,
         udp: &UdpHeader,
     ) -> Result<(), ParseError> {
-        let covered_len = self.bytes.len().saturating_sub(ICRC_LEN);
-        let (covered, wire) = self
-            .bytes
-            .split_at_checked(covered_len)
-            .ok_or(ParseError::Truncated)?;
-        let computed = icrc::compute(crc, ip, udp, covered).ok_or(ParseError::Truncated)?;
-        if wire == computed.to_le_bytes() {
+        let covered_len = self.len.saturating_sub(ICRC_LEN);
+        let mut reg = icrc::start(crc, ip, udp, self.bth);
+        let covered = self.read(BTH_LEN, covered_len.saturating_sub(BTH_LEN), &mut |piece| {
+            reg = crc.crc32_le(reg, piece);
+            true
+        });
+        let mut wire = [0u8; ICRC_LEN];
+        if !covered || !self.read_into(covered_len, &mut wire) {
+            return Err(ParseError::Truncated);
+        }
+        if wire == (!reg).to_le_bytes() {
             Ok(())
         } else {
             Err(ParseError::IcrcMismatch)
@@ -219,35 +317,44 @@ impl<'a> Packet<'a> {
         self.pad
     }
 
-    /// Returns the whole packet, BTH to ICRC.
-    pub fn as_bytes(&self) -> &'a [u8] {
-        self.bytes
+    /// Returns the packet's length, BTH to ICRC.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Returns false: a packet has at least a BTH.
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    /// Returns the packet's first bytes, in one slice: its headers, and for a packet not
+    /// parsed in pieces, all of it.
+    pub fn head(&self) -> &'a [u8] {
+        self.head
     }
 
     /// Returns the payload, without pad.
-    pub fn payload(&self) -> &'a [u8] {
-        let start = self.opcode.header_len();
-        self.bytes
-            .get(start..start.saturating_add(self.payload_len))
-            .unwrap_or(&[])
+    pub fn payload(&self) -> Payload<'a> {
+        Payload {
+            packet: *self,
+            start: self.opcode.header_len(),
+            len: self.payload_len,
+        }
     }
 
     /// Returns the ICRC as carried in the packet.
     pub fn icrc(&self) -> u32 {
-        let start = self.bytes.len().saturating_sub(ICRC_LEN);
-        match self
-            .bytes
-            .get(start..)
-            .and_then(|b| <[u8; 4]>::try_from(b).ok())
-        {
-            Some(b) => u32::from_le_bytes(b),
-            None => 0,
+        let mut b = [0u8; ICRC_LEN];
+        if self.read_into(self.len.saturating_sub(ICRC_LEN), &mut b) {
+            u32::from_le_bytes(b)
+        } else {
+            0
         }
     }
 
     fn ext<T: FromBytes + KnownLayout + Immutable>(&self, which: ExtHeaders) -> Option<&'a T> {
         let offset = self.opcode.ext_headers().offset_of(which)?;
-        let (hdr, _) = T::ref_from_prefix(self.bytes.get(offset..)?).ok()?;
+        let (hdr, _) = T::ref_from_prefix(self.head.get(offset..)?).ok()?;
         Some(hdr)
     }
 
@@ -289,6 +396,74 @@ impl<'a> Packet<'a> {
     /// Returns the FETH (FLUSH).
     pub fn feth(&self) -> Option<&'a Feth> {
         self.ext(ExtHeaders::FETH)
+    }
+}
+
+/// The payload of a received packet, in one slice or in pieces.
+///
+/// # Invariants
+///
+/// `start..start + len` lies within `packet`.
+#[derive(Clone, Copy, Debug)]
+pub struct Payload<'a> {
+    packet: Packet<'a>,
+    start: usize,
+    len: usize,
+}
+
+impl<'a> Payload<'a> {
+    /// Returns the length in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Returns true if there is no payload.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Returns the payload as one slice, if it is in the packet's linear part.
+    pub fn as_slice(&self) -> Option<&'a [u8]> {
+        self.packet
+            .head
+            .get(self.start..self.start.checked_add(self.len)?)
+    }
+
+    /// Calls `f` with each piece of the payload and its offset in the payload, in order.
+    ///
+    /// Returns the first error `f` returns, or `missing` if a piece could not be read.
+    pub fn for_each_piece<E>(
+        &self,
+        missing: E,
+        mut f: impl FnMut(usize, &[u8]) -> Result<(), E>,
+    ) -> Result<(), E> {
+        if let Some(all) = self.as_slice() {
+            return f(0, all);
+        }
+        let mut offset = 0usize;
+        let mut failed = None;
+        let whole = self
+            .packet
+            .read(self.start, self.len, &mut |piece| match f(offset, piece) {
+                Ok(()) => {
+                    offset = offset.saturating_add(piece.len());
+                    true
+                }
+                Err(e) => {
+                    failed = Some(e);
+                    false
+                }
+            });
+        match failed {
+            Some(e) => Err(e),
+            None if whole => Ok(()),
+            None => Err(missing),
+        }
+    }
+
+    /// Copies the payload into `dst`, which must be as long; returns false if it is not.
+    pub fn copy_to(&self, dst: &mut [u8]) -> bool {
+        dst.len() == self.len && self.packet.read_into(self.start, dst)
     }
 }
 

@@ -493,7 +493,7 @@ impl<R: Slots<Resource>> Responder<R> {
             if end > wr.length {
                 return Err(Fault::Length);
             }
-            mem.scatter(WqeRef::Recv(wr.slot), m.offset, payload)
+            mem.scatter_payload(WqeRef::Recv(wr.slot), m.offset, payload)
                 .map_err(|e| or_rnr(e, Fault::Operational))?;
             m.offset = end;
             self.msg = Some(m);
@@ -551,7 +551,7 @@ impl<R: Slots<Resource>> Responder<R> {
             None
         };
         let va = m.va.wrapping_add(u64::from(m.offset));
-        mem.write_remote(m.rkey, va, payload)
+        mem.write_remote_payload(m.rkey, va, payload)
             .map_err(|e| or_rnr(e, Fault::Access))?;
         m.offset = end;
         self.msg = Some(m);
@@ -796,7 +796,10 @@ impl<R: Slots<Resource>> Responder<R> {
             return Err(Fault::Invalid);
         }
         let reth = pkt.reth().ok_or(Fault::Invalid)?;
-        let value: [u8; 8] = pkt.payload().try_into().map_err(|_| Fault::Invalid)?;
+        let mut value = [0u8; 8];
+        if !pkt.payload().copy_to(&mut value) {
+            return Err(Fault::Invalid);
+        }
         if reth.va() & 7 != 0 {
             return Err(Fault::Invalid);
         }
@@ -962,8 +965,9 @@ impl<R: Slots<Resource>> Responder<R> {
                     Some(grh) => mem.scatter(WqeRef::Recv(wr.slot), 0, grh),
                     None => Ok(()),
                 };
-                match grh.and_then(|()| mem.scatter(WqeRef::Recv(wr.slot), GRH_LEN as u32, payload))
-                {
+                match grh.and_then(|()| {
+                    mem.scatter_payload(WqeRef::Recv(wr.slot), GRH_LEN as u32, payload)
+                }) {
                     Ok(()) => WcStatus::Success,
                     Err(AccessError::NotPresent) => {
                         // Dropped as if lost; the receive WQE waits for the next datagram.

@@ -1,0 +1,248 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0
+"""Datagrams whose payload arrives in pages are received without being made linear.
+
+Two network namespaces joined by a veth pair, as in rxe_rust_drops.py. In
+A, a UD queue pair with receives posted and an RC queue pair (ready to
+receive, PSN 0) with a region that grants remote write. From B, a UDP
+socket sends RoCEv2 packets to A's port 4791 in two parts, the BTH and its
+extended header first with MSG_MORE, then the payload and ICRC: the veth can
+gather, so the second part goes into page fragments of the socket buffer,
+and that is how the datagram reaches A's driver (as from a NIC that puts
+payloads in pages).
+
+Checked: each packet reaches its queue pair with fewer bytes in one piece
+than it has (the linear field of rxe_rust:rxe_rust_recv), so its ICRC was
+checked and its payload placed from the pages; the UD receives complete with
+the payloads byte for byte (1,000 bytes, and 1,001 with three bytes of pad)
+and the RDMA WRITE of 1,024 bytes lands byte for byte; a packet whose
+payload has one bit flipped in a fragment is dropped, counted in drop_icrc,
+and completes nothing.
+
+Usage: rxe_rust_paged.py [--receive | --send HEX...]
+(--receive runs in A, --send in B: each HEX is a UDP payload to send, in two
+parts cut after its headers.)
+"""
+
+import os
+import random
+import socket
+import struct
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from rxe_rust_capture import icrc  # noqa: E402
+from rxe_rust_drops import (  # noqa: E402
+    DEV_A, IP_A, IP_B, NS_A, NS_B, ROCE_PORT, bth, drop_counters,
+    enable_drop_counters, gid_index, ip_header, setup, teardown, trace_read,
+    trace_write)
+from rxe_rust_ktap import Results  # noqa: E402
+
+DRV = "rdma_rxe_rust"
+QKEY = 0x11223344
+GRH = 40
+UD_SIZES = [1000, 1001]
+WRITE_LEN = 1024
+# The UD SEND_ONLY and RC RDMA_WRITE_ONLY opcodes, and their header lengths.
+UD_SEND_ONLY, RC_WRITE_ONLY = 0x64, 0x0A
+DETH_LEN, RETH_LEN = 8, 16
+RECV_EVENT = "events/rxe_rust/rxe_rust_recv/enable"
+TRACING = "/sys/kernel/tracing"
+# B's UDP source port: the ICRC covers it, so B binds it.
+SPORT = 49877
+# Not named in every Python's socket module.
+IP_MTU_DISCOVER, IP_PMTUDISC_DO = 10, 2
+
+RES = Results()
+
+
+def run(*cmd, **kw):
+    return subprocess.run(list(cmd), capture_output=True, text=True, **kw)
+
+
+def packet(head, payload, corrupt=False):
+    """The UDP payload of a RoCEv2 packet from B to A: headers, payload, pad
+    and ICRC; with corrupt, one payload bit flipped after the ICRC was made."""
+    pad = -len(payload) % 4
+    head = bytearray(head)
+    head[1] |= pad << 4
+    body = bytes(head) + payload + b"\0" * pad
+    n = len(body) + 4
+    # What B's kernel will send: DF set, so identification 0 (an unconnected
+    # socket).
+    ip = ip_header(n, 0)
+    udp = struct.pack("!HHHH", SPORT, ROCE_PORT, 8 + n, 0)
+    crc = icrc(ip, udp, body)
+    if corrupt:
+        body = bytearray(body)
+        body[len(head) + len(payload) // 2] ^= 0x08
+        body = bytes(body)
+    return body + crc, len(head)
+
+
+def send(hexes):
+    """Sends each packet in two parts, cut after its headers (run in B)."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.setsockopt(socket.IPPROTO_IP, IP_MTU_DISCOVER, IP_PMTUDISC_DO)
+    s.bind((IP_B, SPORT))
+    for h in hexes:
+        cut, data = h.split(":")
+        data = bytes.fromhex(data)
+        cut = int(cut)
+        s.sendto(data[:cut], socket.MSG_MORE, (IP_A, ROCE_PORT))
+        s.sendto(data[cut:], 0, (IP_A, ROCE_PORT))
+    s.close()
+    return 0
+
+
+def send_from_b(pkts):
+    """Has B send pkts, (bytes, cut) each; returns the sender's result."""
+    args = [f"{cut}:{data.hex()}" for data, cut in pkts]
+    return run("ip", "netns", "exec", NS_B, sys.executable,
+               os.path.abspath(__file__), "--send", *args, timeout=60)
+
+
+def recv_events():
+    """(len, linear) of each rxe_rust_recv traced for A's device."""
+    out = []
+    for ln in trace_read().splitlines():
+        if "rxe_rust_recv:" not in ln:
+            continue
+        f = dict(kv.split("=", 1) for kv in ln.split("rxe_rust_recv:", 1)[1].split()
+                 if "=" in kv)
+        if "len" in f and "linear" in f:
+            out.append((int(f["len"]), int(f["linear"])))
+    return out
+
+
+def receive():
+    """In A: the queue pairs, the packets from B, the checks."""
+    from pyverbs.addr import AHAttr, GID, GlobalRoute
+    from pyverbs.cq import CQ
+    from pyverbs.device import Context
+    from pyverbs.mr import MR
+    from pyverbs.pd import PD
+    from pyverbs.qp import QP, QPAttr, QPCap, QPInitAttr
+    from pyverbs.wr import SGE, RecvWR
+    import pyverbs.enums as e
+    from rxe_rust_traffic import poll, ud_to_rts
+
+    ga = gid_index(DEV_A, IP_A)
+    RES.check(f"{DRV}: {DEV_A} has a RoCE v2 GID of {IP_A}", ga is not None, "")
+    if ga is None:
+        return
+    ctx = Context(name=DEV_A)
+    pd = PD(ctx)
+    cq = CQ(ctx, 16)
+    ud = QP(pd, QPInitAttr(qp_type=e.IBV_QPT_UD, scq=cq, rcq=cq,
+                           cap=QPCap(max_send_wr=1, max_recv_wr=8)))
+    ud_to_rts(ud, QKEY)
+    slot = GRH + max(UD_SIZES)
+    rmr = MR(pd, slot * 8, e.IBV_ACCESS_LOCAL_WRITE)
+    for i in range(8):
+        ud.post_recv(RecvWR(wr_id=i, num_sge=1,
+                            sg=[SGE(rmr.buf + i * slot, slot, rmr.lkey)]))
+
+    access = e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE
+    wmr = MR(pd, 2 * WRITE_LEN, access)
+    wmr.write(b"\0" * 2 * WRITE_LEN, 2 * WRITE_LEN)
+    rc = QP(pd, QPInitAttr(qp_type=e.IBV_QPT_RC, scq=cq, rcq=cq,
+                           cap=QPCap(max_send_wr=1, max_recv_wr=1)))
+    b_gid = "0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x" % tuple(
+        socket.inet_aton(IP_B))
+    attr = QPAttr()
+    attr.qp_state = e.IBV_QPS_INIT
+    attr.pkey_index = 0
+    attr.port_num = 1
+    attr.qp_access_flags = access
+    attr.path_mtu = e.IBV_MTU_1024
+    attr.dest_qp_num = 0x12
+    attr.rq_psn = 0
+    attr.max_dest_rd_atomic = 1
+    attr.min_rnr_timer = 12
+    attr.ah_attr = AHAttr(gr=GlobalRoute(dgid=GID(b_gid), sgid_index=ga),
+                          is_global=1, port_num=1)
+    rc.to_rtr(attr)
+
+    rng = random.Random(4791)
+    payloads = [bytes(rng.randrange(256) for _ in range(n)) for n in UD_SIZES]
+    deth = struct.pack("!II", QKEY, 0x12)
+    ud_pkts = [packet(bth(UD_SEND_ONLY, ud.qp_num, i) + deth, p)
+               for i, p in enumerate(payloads)]
+    wdata = bytes(rng.randrange(256) for _ in range(WRITE_LEN))
+    reth = struct.pack("!QII", wmr.buf + 512, wmr.rkey, WRITE_LEN)
+    write_pkt = packet(bth(RC_WRITE_ONLY, rc.qp_num, 0) + reth, wdata)
+    bad = packet(bth(UD_SEND_ONLY, ud.qp_num, 7) + deth, payloads[0], corrupt=True)
+
+    cerr = enable_drop_counters()
+    # `ip netns exec` mounted a sysfs of its own, without tracefs.
+    if not os.path.exists(os.path.join(TRACING, RECV_EVENT)):
+        run("mount", "-t", "tracefs", "nodev", TRACING)
+    trace_write("trace", "")
+    trace_write(RECV_EVENT, "1")
+    try:
+        r = send_from_b(ud_pkts + [write_pkt])
+        wcs = poll(cq, len(ud_pkts), timeout=10)
+        time.sleep(0.5)
+        events = recv_events()
+    finally:
+        trace_write(RECV_EVENT, "0")
+    RES.check(f"{DRV}: B sent {len(ud_pkts) + 1} datagrams in two parts",
+              r.returncode == 0, r.stderr.strip())
+    sizes = {len(d) for d, _ in ud_pkts + [write_pkt]}
+    paged = [(n, lin) for n, lin in events if n in sizes and lin < n]
+    RES.check(f"{DRV}: each reached its queue pair with its payload in pages "
+              f"(linear bytes fewer than its length)",
+              len(paged) == len(ud_pkts) + 1,
+              f"rxe_rust_recv (len, linear): {events}")
+    ok = len(wcs) == len(ud_pkts) and all(
+        wc.status == e.IBV_WC_SUCCESS and wc.byte_len == GRH + len(payloads[wc.wr_id])
+        for wc in wcs)
+    got = [rmr.read(len(payloads[wc.wr_id]), wc.wr_id * slot + GRH) for wc in wcs]
+    RES.check(f"{DRV}: the UD receives of {UD_SIZES} bytes hold the payloads "
+              f"byte for byte", ok and got == [payloads[wc.wr_id] for wc in wcs],
+              f"{[(wc.wr_id, wc.status, wc.byte_len) for wc in wcs]}")
+    landed = wmr.read(WRITE_LEN, 512)
+    untouched = wmr.read(512, 0) + wmr.read(512, 512 + WRITE_LEN)
+    RES.check(f"{DRV}: the RDMA WRITE of {WRITE_LEN} bytes landed byte for byte",
+              landed == wdata and untouched == b"\0" * 1024,
+              f"{sum(a != b for a, b in zip(landed, wdata))} bytes differ")
+
+    before = drop_counters()
+    r = send_from_b([bad])
+    time.sleep(1)
+    after = drop_counters()
+    late = poll(cq, 1, timeout=1)
+    moved = {k: after[k] - before[k] for k in after
+             if k in before and after[k] != before[k]}
+    RES.check(f"{DRV}: a bit flipped in a fragment fails the ICRC: counted in "
+              f"drop_icrc, nothing completes",
+              r.returncode == 0 and not cerr and moved == {"drop_icrc": 1} and not late,
+              cerr or f"counters that moved: {moved}; completions: {len(late)}")
+
+
+def main():
+    if len(sys.argv) > 1 and sys.argv[1] == "--send":
+        return send(sys.argv[2:])
+    if len(sys.argv) > 1 and sys.argv[1] == "--receive":
+        try:
+            receive()
+        except Exception as exc:  # a pyverbs error is a failed check, not a crash
+            RES.check(f"{DRV}: the receiving side ran", False, repr(exc))
+        return RES.report()
+    teardown()
+    err = setup()
+    if err:
+        RES.check(f"{DRV}: set up the namespaces, veth and devices", False, err)
+        teardown()
+        return RES.report()
+    r = subprocess.run(["ip", "netns", "exec", NS_A, sys.executable,
+                        os.path.abspath(__file__), "--receive"], timeout=300)
+    teardown()
+    return r.returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main())
