@@ -54,6 +54,11 @@ __rust_helper bool rust_helper_pskb_may_pull(struct sk_buff *skb, unsigned int l
 	return pskb_may_pull(skb, len);
 }
 
+__rust_helper bool rust_helper_skb_has_shared_frag(const struct sk_buff *skb)
+{
+	return skb_has_shared_frag(skb);
+}
+
 __rust_helper int rust_helper_skb_linearize(struct sk_buff *skb)
 {
 	return skb_linearize(skb);

@@ -111,14 +111,29 @@ impl SkBuff {
         }
     }
 
+    /// Returns whether a fragment's page may be written by someone else while the buffer lives
+    /// (`skb_has_shared_frag`: pages a sender spliced in, with `sendfile` or `vmsplice`).
+    ///
+    /// Such a buffer's paged data is not read in place ([`SkBuff::read_pieces`] refuses it);
+    /// [`SkBuff::linearize`] makes a private copy.
+    pub fn has_shared_frag(&self) -> bool {
+        // SAFETY: The buffer is valid and owned.
+        unsafe { bindings::skb_has_shared_frag(self.as_raw()) }
+    }
+
     /// Calls `f` with the data bytes `offset..offset + len`, linear and paged, in order, in one
     /// or more pieces (`skb_seq_read`), without copying them.
     ///
     /// Returns false, having stopped, if `f` returned false, the range is outside the data, or
-    /// part of it cannot be read (device memory). A fragment stays mapped while `f` reads it,
+    /// part of it cannot be read in place: device memory, or pages someone else may write
+    /// meanwhile ([`SkBuff::has_shared_frag`]). A fragment stays mapped while `f` reads it,
     /// with `kmap_atomic`: `f` must not sleep.
     pub fn read_pieces(&self, offset: u32, len: u32, mut f: impl FnMut(&[u8]) -> bool) -> bool {
         if offset.checked_add(len).is_none_or(|end| end > self.len()) {
+            return false;
+        }
+        // A shared page could change under the slice given to `f`: a data race.
+        if self.has_shared_frag() {
             return false;
         }
         let mut reader = SeqReader {
@@ -142,7 +157,9 @@ impl SkBuff {
             let n = n.min(len - consumed);
             // SAFETY: `skb_seq_read` returned at least `n` bytes at `data`, initialised by the
             // type invariant and mapped until the next call on `reader.state` or its end; `f`
-            // cannot keep the slice past this call.
+            // cannot keep the slice past this call. Nothing writes them meanwhile: the head and
+            // fragments of an owned buffer change only through it (a clone's holders only read
+            // shared data), and no fragment is shared with a writer outside (checked above).
             let piece = unsafe { core::slice::from_raw_parts(data, n as usize) };
             if !f(piece) {
                 return false;

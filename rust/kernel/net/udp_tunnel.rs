@@ -103,7 +103,9 @@ impl<R: EncapRecv> UdpTunnelSocket<R> {
     /// Called by UDP only, as `encap_rcv` of a tunnel socket, with a buffer it hands over.
     unsafe extern "C" fn encap_rcv(_sk: *mut bindings::sock, skb: *mut bindings::sk_buff) -> c_int {
         if let Some(skb) = NonNull::new(skb) {
-            // SAFETY: Returning 0 tells UDP the handler consumed the buffer: it is ours.
+            // SAFETY: Returning 0 tells UDP the handler consumed the buffer: it is ours. UDP
+            // hands over a buffer it received, trimmed to the UDP length, whose bytes (linear
+            // from the network header on, and paged) all came from the device or the sender.
             let skb = unsafe { SkBuff::from_raw(skb) };
             let dev = skb.dev_ptr();
             let dev = if dev.is_null() {

@@ -246,6 +246,12 @@ fn check(dev: &Device<Rxe>, skb: &mut SkBuff) -> Result<Destination, DropReason>
     // place for the ICRC and copied from there into memory once.
     let headers = skb.len().min(HEADERS_LEN);
     skb.may_pull(headers).map_err(|_| DropReason::NoMemory)?;
+    // Pages a local sender spliced in (`sendfile`) may change under us: the ICRC checked now
+    // would not be of the bytes placed later. Those are copied, as the stack does before it
+    // checksums them (`skb_has_shared_frag` in `net/core/dev.c`).
+    if skb.has_shared_frag() {
+        skb.linearize().map_err(|_| DropReason::NoMemory)?;
+    }
     let skb: &SkBuff = skb;
     let nh = skb.network_header().ok_or(DropReason::NetworkHeader)?;
     let (dgid, ip) = network(nh).ok_or(DropReason::NetworkHeader)?;

@@ -16,12 +16,15 @@ than it has (the linear field of rxe_rust:rxe_rust_recv), so its ICRC was
 checked and its payload placed from the pages; the UD receives complete with
 the payloads byte for byte (1,000 bytes, and 1,001 with three bytes of pad)
 and the RDMA WRITE of 1,024 bytes lands byte for byte; a packet whose
-payload has one bit flipped in a fragment is dropped, counted in drop_icrc,
-and completes nothing.
+payload B splices in from a file (sendfile: pages the sender may still
+write) is made linear before its ICRC is checked, and lands byte for byte;
+a packet whose payload has one bit flipped in a fragment is dropped,
+counted in drop_icrc, and completes nothing.
 
-Usage: rxe_rust_paged.py [--receive | --send HEX...]
-(--receive runs in A, --send in B: each HEX is a UDP payload to send, in two
-parts cut after its headers.)
+Usage: rxe_rust_paged.py [--receive | --send CUT:HEX... | --splice HEAD PAYLOAD]
+(--receive runs in A, --send and --splice in B: each HEX is a UDP payload to
+send in two parts, cut after CUT bytes; --splice sends one with its payload
+spliced from a file.)
 """
 
 import os
@@ -35,7 +38,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from rxe_rust_capture import icrc  # noqa: E402
 from rxe_rust_drops import (  # noqa: E402
-    DEV_A, IP_A, IP_B, NS_A, NS_B, ROCE_PORT, bth, drop_counters,
+    DEV_A, IP_A, IP_B, NS_A, NS_B, ROCE_PORT, VETH_B, bth, drop_counters,
     enable_drop_counters, gid_index, ip_header, setup, teardown, trace_read,
     trace_write)
 from rxe_rust_ktap import Results  # noqa: E402
@@ -53,7 +56,9 @@ TRACING = "/sys/kernel/tracing"
 # B's UDP source port: the ICRC covers it, so B binds it.
 SPORT = 49877
 # Not named in every Python's socket module.
-IP_MTU_DISCOVER, IP_PMTUDISC_DO = 10, 2
+IP_MTU_DISCOVER, IP_PMTUDISC_DO, UDP_CORK = 10, 2, 1
+ETH_P_ALL, ETH_P_IP = 0x0003, 0x0800
+SPLICED = 900
 
 RES = Results()
 
@@ -62,18 +67,18 @@ def run(*cmd, **kw):
     return subprocess.run(list(cmd), capture_output=True, text=True, **kw)
 
 
-def packet(head, payload, corrupt=False):
+def packet(head, payload, corrupt=False, ident=0, sport=SPORT):
     """The UDP payload of a RoCEv2 packet from B to A: headers, payload, pad
-    and ICRC; with corrupt, one payload bit flipped after the ICRC was made."""
+    and ICRC; with corrupt, one payload bit flipped after the ICRC was made.
+    ident is the IP identification B's kernel will give it: 0 from an
+    unconnected socket with DF set."""
     pad = -len(payload) % 4
     head = bytearray(head)
     head[1] |= pad << 4
     body = bytes(head) + payload + b"\0" * pad
     n = len(body) + 4
-    # What B's kernel will send: DF set, so identification 0 (an unconnected
-    # socket).
-    ip = ip_header(n, 0)
-    udp = struct.pack("!HHHH", SPORT, ROCE_PORT, 8 + n, 0)
+    ip = ip_header(n, ident)
+    udp = struct.pack("!HHHH", sport, ROCE_PORT, 8 + n, 0)
     crc = icrc(ip, udp, body)
     if corrupt:
         body = bytearray(body)
@@ -94,6 +99,45 @@ def send(hexes):
         s.sendto(data[:cut], socket.MSG_MORE, (IP_A, ROCE_PORT))
         s.sendto(data[cut:], 0, (IP_A, ROCE_PORT))
     s.close()
+    return 0
+
+
+def next_ident(s, tap):
+    """The IP identification the connected socket s gives its next datagram:
+    one more than that of a probe it sends now (which A drops, too short),
+    read from the packet socket tap on B's veth."""
+    sport = s.getsockname()[1]
+    s.send(b"probe")
+    tap.settimeout(5)
+    while True:
+        ip, addr = tap.recvfrom(2048)
+        if (addr[1] == ETH_P_IP and ip[9] == socket.IPPROTO_UDP
+                and struct.unpack("!H", ip[20:22])[0] == sport):
+            return (struct.unpack("!H", ip[4:6])[0] + 1) & 0xFFFF
+
+
+def send_spliced(head, payload):
+    """Sends one packet with its headers written and its payload spliced from
+    a file (sendfile), corked into one datagram (run in B): its pages are the
+    file's, shared with the sender (SKBFL_SHARED_FRAG)."""
+    import tempfile
+    # A packet socket sees what leaves only if it takes every protocol.
+    tap = socket.socket(socket.AF_PACKET, socket.SOCK_DGRAM, socket.htons(ETH_P_ALL))
+    tap.bind((VETH_B, ETH_P_ALL))
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.setsockopt(socket.IPPROTO_IP, IP_MTU_DISCOVER, IP_PMTUDISC_DO)
+    s.bind((IP_B, SPORT + 1))
+    s.connect((IP_A, ROCE_PORT))
+    data, cut = packet(head, payload, ident=next_ident(s, tap), sport=SPORT + 1)
+    with tempfile.TemporaryFile() as f:
+        f.write(data[cut:])
+        f.flush()
+        s.setsockopt(socket.IPPROTO_UDP, UDP_CORK, 1)
+        s.send(data[:cut])
+        os.sendfile(s.fileno(), f.fileno(), 0, len(data) - cut)
+        s.setsockopt(socket.IPPROTO_UDP, UDP_CORK, 0)
+    s.close()
+    tap.close()
     return 0
 
 
@@ -210,6 +254,31 @@ def receive():
               landed == wdata and untouched == b"\0" * 1024,
               f"{sum(a != b for a, b in zip(landed, wdata))} bytes differ")
 
+    # Pages the sender spliced in may change while the datagram waits: read in
+    # place, the bytes placed could differ from those the ICRC was checked
+    # over. Such a datagram is made linear first.
+    spliced = bytes(rng.randrange(256) for _ in range(SPLICED))
+    head = bth(UD_SEND_ONLY, ud.qp_num, 9) + deth
+    trace_write("trace", "")
+    trace_write(RECV_EVENT, "1")
+    try:
+        r = run("ip", "netns", "exec", NS_B, sys.executable, os.path.abspath(__file__),
+                "--splice", head.hex(), spliced.hex(), timeout=60)
+        wcs = poll(cq, 1, timeout=10)
+        time.sleep(0.5)
+        events = recv_events()
+    finally:
+        trace_write(RECV_EVENT, "0")
+    n = len(head) + SPLICED + 4
+    ok = (r.returncode == 0 and len(wcs) == 1 and wcs[0].status == e.IBV_WC_SUCCESS
+          and rmr.read(SPLICED, wcs[0].wr_id * slot + GRH) == spliced)
+    RES.check(f"{DRV}: a datagram whose payload B spliced in (sendfile) is made "
+              f"linear before its ICRC is checked, and lands byte for byte",
+              ok and (n, n) in events and not [ev for ev in events if ev[0] == n and ev[1] < n],
+              f"sender: {r.returncode} {r.stderr.strip()[-300:]}; "
+              f"completions {[(wc.wr_id, wc.status, wc.byte_len) for wc in wcs]}; "
+              f"rxe_rust_recv (len, linear): {events}")
+
     before = drop_counters()
     r = send_from_b([bad])
     time.sleep(1)
@@ -226,6 +295,8 @@ def receive():
 def main():
     if len(sys.argv) > 1 and sys.argv[1] == "--send":
         return send(sys.argv[2:])
+    if len(sys.argv) == 4 and sys.argv[1] == "--splice":
+        return send_spliced(bytes.fromhex(sys.argv[2]), bytes.fromhex(sys.argv[3]))
     if len(sys.argv) > 1 and sys.argv[1] == "--receive":
         try:
             receive()
