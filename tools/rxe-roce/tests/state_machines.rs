@@ -56,6 +56,7 @@ use rxe_roce::roce::qp::{
 use rxe_roce::roce::reorder::Held;
 use rxe_roce::roce::requester::{
     SendWr,
+    MAX_READ_RESPONSES,
     MAX_UNACKED_PSNS,
     MIN_WINDOW, //
     TAIL_PROBE_DIVISOR,
@@ -71,7 +72,7 @@ use rxe_roce::roce::wqe::{
     WrOpcode, //
 };
 
-const SLOT: usize = 32 * 1024;
+const SLOT: usize = 256 * 1024;
 const REMOTE: u64 = 0x10_0000;
 /// The local ACK timeout exponent of every QP here (4.2 ms).
 const ACK_TIMEOUT: u8 = 10;
@@ -3177,4 +3178,42 @@ fn requests_after_an_rnr_nak_are_not_held() {
     assert_eq!(b.count(Counter::OutOfSequence), 2);
     assert_eq!(recvs_done(&b).len(), 4);
     assert_no_error(&a, &b);
+}
+
+#[test]
+fn a_long_read_is_asked_in_pieces_the_requester_can_take_in() {
+    let (mut a, mut b) = pair(QpType::Rc, 7, 7);
+    let responses = MAX_READ_RESPONSES as usize + 100;
+    let len = responses * 256;
+    b.mem.remote = (0..len).map(|i| (i * 13 + 5) as u8).collect();
+    a.post(wr(
+        0,
+        WrOpcode::RdmaRead,
+        Remote::Rdma {
+            addr: REMOTE,
+            rkey: RKEY,
+        },
+        len as u32,
+    ));
+    let mut asked = Vec::new();
+    let mut sent = a.take_sent();
+    while !sent.is_empty() {
+        for p in &sent {
+            let pkt = Packet::parse(p).unwrap();
+            if pkt.opcode() == Opcode::RC_RDMA_READ_REQUEST {
+                asked.push(pkt.reth().unwrap().dma_len() / 256);
+            }
+        }
+        b.deliver(&sent);
+        let resp = b.take_sent();
+        // Every response of a piece is out before the next piece is asked for: the requester
+        // never has more than one piece's responses coming.
+        assert!(resp.len() <= MAX_READ_RESPONSES as usize);
+        a.deliver(&resp);
+        sent = a.take_sent();
+    }
+    assert_eq!(asked, [MAX_READ_RESPONSES, 100]);
+    assert_eq!(a.sends_done(), [(0, WcStatus::Success)]);
+    assert_eq!(a.count(Counter::RetryExceeded), 0);
+    assert_eq!(a.mem.local[..len], b.mem.remote[..]);
 }

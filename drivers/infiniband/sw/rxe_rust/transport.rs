@@ -647,6 +647,14 @@ impl Fragments for SkBuff {
     }
 }
 
+// What a requester asks for at most fits in its queue: the READ responses of one request and
+// a window of other responses, so that a lossless wire loses none of them.
+const _: () = assert!(
+    (crate::roce::requester::MAX_READ_RESPONSES + crate::roce::requester::MAX_UNACKED_PSNS)
+        as usize
+        <= PacketQueue::MAX
+);
+
 /// Packets waiting for a queue pair, oldest first: in its inbox for its next run, or held
 /// back while a READ response it sends waits for transmit buffers.
 ///

@@ -60,6 +60,15 @@ use super::wqe::{
 /// The most PSNs the requester leaves unacknowledged (`RXE_MAX_UNACKED_PSNS`).
 pub const MAX_UNACKED_PSNS: u32 = 128;
 
+/// The most responses a READ request asks for. Not in the IBTA: a responder sends a READ
+/// response as fast as it can, and the requester's queue pair takes in a bounded number of
+/// packets (the driver's inbox, 1,024); a longer READ that asked for everything at once
+/// overflowed it on a lossless veth, and the requester dropped the rest and asked again
+/// (`ib_read_bw -s 64M`: half the rate, twice the packets). A longer READ is asked for in
+/// pieces of this many, the next once the last arrived; with the window's PSNs besides, at
+/// most this plus [`MAX_UNACKED_PSNS`] responses are ever outstanding.
+pub const MAX_READ_RESPONSES: u32 = 512;
+
 /// Words of the bitmap of READ responses that arrived ahead of a gap.
 const EARLY_WORDS: usize = (MAX_UNACKED_PSNS / 64) as usize;
 
@@ -833,9 +842,10 @@ impl<const N: usize> Requester<N> {
     /// Returns how many responses the READ request at `psn` asks for, from response `pkt` of
     /// the `npsn` its WQE has, or `None` if it must wait.
     ///
-    /// In the full window a READ asks for all it has left. In a narrowed one (after a
-    /// retry) it asks for what the window allows, and never past a response that arrived
-    /// ahead of a gap (a retry then asks for the gaps only). A request from the middle of a
+    /// In the full window a READ asks for all it has left, up to [`MAX_READ_RESPONSES`]. In a
+    /// narrowed one (after a retry) it asks for what the window allows, and never past a
+    /// response that arrived ahead of a gap (a retry then asks for the gaps only). A request
+    /// from the middle of a
     /// READ waits until every earlier PSN is acknowledged, whatever the window: a READ has
     /// one request outstanding, so the responder's resources (one per request, the oldest
     /// reused, as the C driver's) still cover every outstanding one.
@@ -845,7 +855,7 @@ impl<const N: usize> Requester<N> {
             return None;
         }
         if self.window >= MAX_UNACKED_PSNS {
-            return Some(left);
+            return Some(left.min(MAX_READ_RESPONSES));
         }
         let mut count = left.min(self.window.saturating_sub(in_flight)).max(1);
         let mut i = 1;
