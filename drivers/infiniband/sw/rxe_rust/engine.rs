@@ -524,6 +524,7 @@ impl Engine {
                             // A malformed WQE: what came before it is flushed, it completes with
                             // a local QP operation error, and the QP goes to ERR.
                             roce.fail(io);
+                            qp.note_bad_wqe(index);
                             bad = Some(index);
                             break;
                         }
@@ -1331,8 +1332,8 @@ impl QpShared {
     /// Completes a run once the transport is unlocked; returns whether the queue pair must
     /// run again (something is left or waits).
     fn finish_run(self: &Arc<Self>, mut end: RunEnd, ctx: Context) -> bool {
-        if let Some(index) = end.bad {
-            self.complete_bad_wqe(index);
+        if end.bad.is_some() {
+            self.complete_bad_wqe();
         }
         if end.failed || end.bad.is_some() {
             self.enter_error();

@@ -159,6 +159,9 @@ struct CreateQpResp {
     sq_mi: MmInfo,
 }
 
+/// [`QpShared::bad_wqe`] when no malformed send WQE waits to be completed.
+const NO_BAD_WQE: u32 = u32::MAX;
+
 /// A queue pair as its data path shares it: what posting, flushing and (next) the
 /// requester, responder and completer need, found by QP number.
 ///
@@ -179,6 +182,10 @@ pub(crate) struct QpShared {
     /// Whether the send queue drains in SQD ([`SQ_DRAINING`], [`SQ_DRAINING_NOTIFY`]) or not
     /// (zero): set by `modify_qp` to SQD, cleared by the run that finds nothing outstanding.
     sq_drain: AtomicU32,
+    /// The index of a malformed send WQE that a run found ([`NO_BAD_WQE`]: none): whoever
+    /// takes it ([`QpShared::complete_bad_wqe`]) completes it with the error that caused it,
+    /// before the rest of the send queue is flushed.
+    bad_wqe: AtomicU32,
     /// Where the consumers of the send and receive completion queues stood at the last
     /// doorbell ([`QpShared::polled_since_doorbell`]).
     doorbell_mark: AtomicU64,
@@ -371,9 +378,26 @@ impl QpShared {
         QpState::from_raw(self.state.load(Acquire)).unwrap_or(QpState::Err)
     }
 
-    /// Completes the malformed send WQE at `index` with `IB_WC_LOC_QP_OP_ERR` and frees its
-    /// slot (the queue pair then goes to the error state).
-    pub(crate) fn complete_bad_wqe(&self, index: u32) {
+    /// Notes the malformed send WQE at `index`, for [`QpShared::complete_bad_wqe`]; called by
+    /// the run that found it, with the transport locked.
+    pub(crate) fn note_bad_wqe(&self, index: u32) {
+        self.bad_wqe.store(index, Release);
+    }
+
+    /// Completes the malformed send WQE noted by [`QpShared::note_bad_wqe`], if no one did
+    /// yet, with `IB_WC_LOC_QP_OP_ERR`, and frees its slot (the queue pair then goes to the
+    /// error state).
+    ///
+    /// The run that found it calls this once it has unlocked the transport, and so does the
+    /// flush of the send queue first: another context's run, seeing the transport failed, may
+    /// flush the queue before, which completed the WQE with a flush error and then completed
+    /// it a second time here (`rxe_rust_traffic`, a UD send through another PD's address
+    /// handle, one `make test` in about ten).
+    pub(crate) fn complete_bad_wqe(&self) {
+        let index = self.bad_wqe.swap(NO_BAD_WQE, AcqRel);
+        if index == NO_BAD_WQE {
+            return;
+        }
         let mut b = [0u8; param::SEND_WQE_SIZE];
         let wr_id = match self.read_sq(index, &mut b) {
             Ok(()) => send_wqe_id(&b).map_or(0, |(id, _)| id),
@@ -699,6 +723,8 @@ impl QpShared {
                 complete = self.post_completion(&wc, true, false).is_ok();
             }
         }
+        // The malformed WQE that failed the queue pair, if any, is the oldest left.
+        self.complete_bad_wqe();
         let mut complete = true;
         loop {
             let mut b = [0u8; param::SEND_WQE_SIZE];
@@ -726,6 +752,7 @@ impl QpShared {
 
     /// Forgets every queued request without completing it (a queue pair reset).
     fn discard(&self) {
+        self.bad_wqe.store(NO_BAD_WQE, Release);
         self.sq.lock().discard();
         if let Some(rq) = &mut *self.rq.lock() {
             rq.discard();
@@ -1014,6 +1041,7 @@ impl RxeQp {
                 dev_index: dev.index(),
                 state: AtomicU32::new(QpState::Reset as u32),
                 sq_drain: AtomicU32::new(0),
+                bad_wqe: AtomicU32::new(NO_BAD_WQE),
                 doorbell_mark: AtomicU64::new(0),
                 psns: AtomicU64::new(NO_PSNS),
                 user,
