@@ -23,7 +23,10 @@ Things rdma-core's suite does not exercise:
   RDMA WRITE of the whole 256 MiB into it and one READ of the whole of it
   back, each compared byte for byte (rdma_rxe_rust failed the WRITE once in
   seven runs while it allocated a buffer per loopback packet: under KASAN,
-  each freed one stayed in its quarantine, and atomic allocations failed);
+  each freed one stayed in its quarantine, and atomic allocations failed;
+  the C driver still allocates an skb per packet and fails the same way,
+  its WRITE flushed after 40 s in one run of session 62, so its outcome is
+  a comment in this test's KTAP output, not a check);
 - receiving through an SRQ, and its limit event when it runs low;
 - a user datagram to QP1 (the kernel's MAD layer): it must not break QP1;
 - a UD post list of 512 unsignaled SENDs, then the sender's QP destroyed at
@@ -499,12 +502,18 @@ def uc_burst_scenario(drv, p):
         o.close()
 
 
-def timed(p, wr, what, timeout=60):
-    """Posts wr on p.a and waits for its completion; returns the seconds it took."""
+def posted(p, wr, timeout=60):
+    """Posts wr on p.a and waits for its completion; returns the seconds it took and what
+    completed."""
     start = time.time()
     p.a.post_send(wr)
     w = poll(p.cq, 1, timeout=timeout)
-    took = time.time() - start
+    return time.time() - start, w
+
+
+def timed(p, wr, what, timeout=60):
+    """Posts wr on p.a and checks that it completes; returns the seconds it took."""
+    took, w = posted(p, wr, timeout)
     check(what, len(w) == 1 and w[0].status == e.IBV_WC_SUCCESS,
           f"{[(x.wr_id, x.status) for x in w]} after {took:.2f} s")
     return took
@@ -567,23 +576,32 @@ def whole_region(drv, p, region):
     """One RDMA WRITE of the whole 256 MiB `region` from a local region of the same size,
     then one READ of the whole of it back into the zeroed local region, each compared MiB by
     MiB (the reads stay small: the test VM has 2 GiB)."""
+    # The C driver's outcome is a comment (see the top of this file).
+    report = check if drv == "rdma_rxe_rust" else (
+        lambda what, ok, diag="": RES.note(
+            f"{drv}: {what}: {'yes' if ok else 'no'}, {diag} (not checked: under KASAN "
+            "the C driver runs out of atomic memory here at times)"))
     local = p.mr(HUGE)
     blob = os.urandom(CHUNK)
     for i in range(HUGE // CHUNK):
         local.write(chunk_of(blob, i), CHUNK, i * CHUNK)
-    took = timed(p, send_wr(local, HUGE, e.IBV_WR_RDMA_WRITE, 63, region.buf, region.rkey),
-                 f"{drv}: one RDMA WRITE of 256 MiB", timeout=600)
+    took, w = posted(p, send_wr(local, HUGE, e.IBV_WR_RDMA_WRITE, 63, region.buf, region.rkey),
+                     timeout=600)
+    report(f"{drv}: one RDMA WRITE of 256 MiB", len(w) == 1 and w[0].status == e.IBV_WC_SUCCESS,
+           f"{[(x.wr_id, x.status) for x in w]} after {took:.2f} s")
     bad = [i for i in range(HUGE // CHUNK) if region.read(CHUNK, i * CHUNK) != chunk_of(blob, i)]
-    check(f"{drv}: ... placed every byte of the 256 MiB", not bad,
-          f"{len(bad)} MiB differ, the first at MiB {bad[:1]} ({took:.1f} s)")
+    report(f"{drv}: ... placed every byte of the 256 MiB", not bad,
+           f"{len(bad)} MiB differ, the first at MiB {bad[:1]} ({took:.1f} s)")
     zero = bytes(CHUNK)
     for i in range(HUGE // CHUNK):
         local.write(zero, CHUNK, i * CHUNK)
-    took = timed(p, send_wr(local, HUGE, e.IBV_WR_RDMA_READ, 64, region.buf, region.rkey),
-                 f"{drv}: one RDMA READ of 256 MiB", timeout=600)
+    took, w = posted(p, send_wr(local, HUGE, e.IBV_WR_RDMA_READ, 64, region.buf, region.rkey),
+                     timeout=600)
+    report(f"{drv}: one RDMA READ of 256 MiB", len(w) == 1 and w[0].status == e.IBV_WC_SUCCESS,
+           f"{[(x.wr_id, x.status) for x in w]} after {took:.2f} s")
     bad = [i for i in range(HUGE // CHUNK) if local.read(CHUNK, i * CHUNK) != chunk_of(blob, i)]
-    check(f"{drv}: ... brought back every byte of the 256 MiB", not bad,
-          f"{len(bad)} MiB differ, the first at MiB {bad[:1]} ({took:.1f} s)")
+    report(f"{drv}: ... brought back every byte of the 256 MiB", not bad,
+           f"{len(bad)} MiB differ, the first at MiB {bad[:1]} ({took:.1f} s)")
     local.close()
 
 
