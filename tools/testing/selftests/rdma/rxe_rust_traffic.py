@@ -579,7 +579,7 @@ def whole_region(drv, p, region):
     # The C driver's outcome is a comment (see the top of this file).
     report = check if drv == "rdma_rxe_rust" else (
         lambda what, ok, diag="": RES.note(
-            f"{drv}: {what}: {'yes' if ok else 'no'}, {diag} (not checked: under KASAN "
+            f"{what}: {'yes' if ok else 'no'}, {diag} (not checked: under KASAN "
             "the C driver runs out of atomic memory here at times)"))
     local = p.mr(HUGE)
     blob = os.urandom(CHUNK)
