@@ -11,11 +11,15 @@ rxe_rust_interop.py controller DRIVER ADDRESS PEER
     Sets up DRIVER on eth1 with ADDRESS, connects to the agent at PEER and
     runs each exchange twice, with the server on either side: the
     pingpongs with -c (RC, UC, UD), ib_{write,read,send,atomic}_bw, rping -V
-    over rdma_cm. Prints KTAP; exits 0 only if every exchange passed.
+    over rdma_cm, and NVMe over RDMA (the kernel's nvmet and nvme-rdma,
+    rxe_rust_nvme_peer.sh: the target on one side, the host on the other).
+    Prints KTAP; exits 0 only if every exchange passed.
 
 Every run is bounded by RUN_TIMEOUT s; both sides' exit codes count.
 """
 
+import os
+import re
 import socket
 import subprocess
 import sys
@@ -29,6 +33,8 @@ FIRST_PORT = 18710
 RUN_TIMEOUT = 120
 NETDEV = "eth1"
 DEV = "rxe0"
+# Connect/disconnect cycles of the NVMe host after its data check.
+NVME_CYCLES = 50
 
 
 def say(msg):
@@ -151,9 +157,57 @@ EXCHANGES = [
 ]
 
 
+def nvme_peer(*args):
+    """The command that runs one end of NVMe over RDMA (rxe_rust_nvme_peer.sh),
+    from the overlay, whose kselftest helpers it sources."""
+    build = os.environ.get("RXE_BUILD")
+    here = os.path.dirname(os.path.abspath(__file__))
+    d = os.path.join(build, "src/tools/testing/selftests/rdma") if build else here
+    return ["env", f"DEV={DEV}", f"NETDEV={NETDEV}", "bash",
+            os.path.join(d, "rxe_rust_nvme_peer.sh"), *args]
+
+
+def nvme_exchange(target, host):
+    """NVMe over RDMA: the target exports a null_blk, the host writes random
+    bytes through it, reads them back and connects and disconnects
+    NVME_CYCLES times; the target must hold the bytes the host wrote, and
+    both must be left with the queue pairs they had. Returns (None, notes)
+    or (why it failed, notes)."""
+    notes = []
+    rc, out = target.run(nvme_peer("target", target.address), 120)
+    notes += out.strip().splitlines()[-1:]
+    if rc:
+        return f"target ({target.name}) set-up exit {rc}:\n{out[-800:]}", notes
+    hrc, hout = host.run(nvme_peer("host", target.address, str(NVME_CYCLES)), 900)
+    notes += [l for l in hout.splitlines() if "identical" in l or "cycles" in l or "queue pairs" in l]
+    m = re.search(r"pattern sha256 ([0-9a-f]{64})", hout)
+    # The target's check also takes it down, whether the host passed or not.
+    trc, tout = target.run(nvme_peer("holds", target.address, m.group(1) if m else "none"), 180)
+    notes += tout.strip().splitlines()
+    why = []
+    if hrc:
+        why.append(f"host ({host.name}) exit {hrc}:\n{hout[-800:]}")
+    if trc:
+        why.append(f"target ({target.name}) check exit {trc}:\n{tout[-800:]}")
+    return ("\n".join(why) or None), notes
+
+
+def report(n, desc, why, start):
+    """Prints check n's KTAP line (why it failed, or how long it took before);
+    returns 1 if it failed."""
+    if why:
+        for line in why.splitlines():
+            say(f"# {line}")
+        say(f"not ok {n} {desc}")
+        return 1
+    say(f"# {time.time() - start:.0f} s")
+    say(f"ok {n} {desc}")
+    return 0
+
+
 def controller(driver, address, peer):
     say("TAP version 13")
-    say(f"1..{1 + 2 * len(EXCHANGES)}")
+    say(f"1..{1 + 2 * (len(EXCHANGES) + 1)}")
     try:
         gid = set_up(driver, address)
         sock = None
@@ -171,7 +225,7 @@ def controller(driver, address, peer):
     except (OSError, RuntimeError, ConnectionError) as e:
         say(f"# {e}")
         say(f"not ok 1 set up {driver} here and reach the agent at {peer}")
-        for i in range(2 * len(EXCHANGES)):
+        for i in range(2 * (len(EXCHANGES) + 1)):
             say(f"not ok {i + 2} # not run: no set-up")
         return 1
     say(f"ok 1 set up {driver} here ({address}, GID index {gid}); "
@@ -186,14 +240,15 @@ def controller(driver, address, peer):
             start = time.time()
             why = exchange(server, client, port, prog, args, kind)
             desc = f"{prog} {' '.join(args)}: server {server.name}, client {client.name}"
-            if why:
-                failed += 1
-                for line in why.splitlines():
-                    say(f"# {line}")
-                say(f"not ok {n} {desc}")
-            else:
-                say(f"# {time.time() - start:.0f} s")
-                say(f"ok {n} {desc}")
+            failed += report(n, desc, why, start)
+        n += 1
+        start = time.time()
+        why, notes = nvme_exchange(server, client)
+        for line in notes:
+            say(f"# {line}")
+        desc = (f"NVMe over RDMA, {NVME_CYCLES} connect/disconnect cycles: target {server.name}, "
+                f"host {client.name}")
+        failed += report(n, desc, why, start)
     link.send(op="quit")
     return 1 if failed else 0
 
