@@ -19,7 +19,10 @@ each side (the setup of rxe_rust_drops.py), every rxe_rust event enabled:
 - a SEND to a queue pair of A with no receive buffer yet (two QPs of A,
   loopback): A's rxe_rust_rnr_nak events, sent and received, match the
   send_rnr_err and rcvd_rnr_err counters and name the SEND's PSN, and each
-  RNR NAK received is followed by a retransmission (cause rnr) of it.
+  RNR NAK received is followed by a retransmission (cause rnr) of it;
+- the same events through perf: `perf record -e rxe_rust:rxe_rust_complete`
+  during ibv_rc_pingpong -c, then `perf script`, shows A's receive
+  completions, one per message.
 
 The C driver has no tracepoints: this test runs against rdma_rxe_rust only.
 
@@ -30,8 +33,11 @@ run in A's namespace)
 import json
 import os
 import re
+import shutil
+import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -171,6 +177,45 @@ def traffic(idx_a, idx_b):
               f"{len(good)} of {len(done)}; e.g. {done[:1]}")
 
 
+def perf(idx_a):
+    """rxe_rust_complete through perf: recorded system-wide while the pingpong
+    runs, then listed by perf script."""
+    desc = (f"{DRV}: perf record -e rxe_rust:rxe_rust_complete, perf script: A's "
+            f"{ITERS} receive completions of {MSG} bytes")
+    if not shutil.which("perf"):
+        RES.check(desc, False, "perf is not installed (scripts/install-deps installs linux-perf)")
+        return
+    with tempfile.TemporaryDirectory() as d:
+        data = os.path.join(d, "perf.data")
+        rec = subprocess.Popen(["perf", "record", "-q", "-a", "-e", "rxe_rust:rxe_rust_complete",
+                                "-o", data], stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True)
+        # perf has its events open once it has written the file's header.
+        deadline = time.time() + 60
+        while not os.path.exists(data) and time.time() < deadline and rec.poll() is None:
+            time.sleep(0.2)
+        time.sleep(1)
+        ok, out = pingpong(ITERS)
+        rec.send_signal(signal.SIGINT)
+        try:
+            rout, _ = rec.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            rec.kill()
+            rout, _ = rec.communicate()
+        script = net.run("perf", "script", "-i", data, timeout=300)
+    done = [dict(re.findall(r"(\w+)=(\S+)", line.split("rxe_rust_complete:", 1)[1]))
+            for line in script.stdout.splitlines() if "rxe_rust:rxe_rust_complete:" in line]
+    ours = [f for f in done if f.get("dev") == idx_a and f.get("recv") == "1"]
+    good = [f for f in ours if f.get("status") == "SUCCESS" and f.get("byte_len") == str(MSG)]
+    # perf record writes its file on SIGINT, then dies of it as it would have.
+    RES.check(desc, ok and rec.returncode in (0, -signal.SIGINT) and script.returncode == 0 and
+              len(good) == len(ours) == ITERS,
+              f"pingpong: {out}; perf record exit {rec.returncode}: {rout.strip()[-300:]}; "
+              f"perf script exit {script.returncode}: {script.stderr.strip()[-300:]}; "
+              f"{len(good)} of {len(ours)} of A's receive completions good, "
+              f"{len(done)} events; e.g. {done[:1]}")
+
+
 def send_bw(iters, size):
     """ib_send_bw from B to A, size bytes; returns (ok, output)."""
     return across("ib_send_bw", "-x",
@@ -307,6 +352,7 @@ def main():
         traffic(idx_a, idx_b)
         lossy(idx_a, idx_b)
         rnr(idx_a)
+        perf(idx_a)
     except Exception as ex:
         RES.check(f"{DRV}: the scenario ran to its end", False, repr(ex))
     finally:
