@@ -16,7 +16,9 @@
 //! [`INLINE_RUNS`] runs, when no other context runs that queue pair (as the C driver's
 //! responder and completer run inline); otherwise the work item
 //! handles it; a SEND or WRITE of a one-way stream always goes to the work item
-//! ([`Transport::take_turn`]). A run in softirq sends responses only: the requests an
+//! ([`Transport::take_turn`]), and a stream of a user queue pair's READ or atomic requests,
+//! or of their answers, is taken at the end of the softirq's round, all of it in one run, by
+//! the `receive` work item on the BH workqueue ([`RECEIVE`]). A run in softirq sends responses only: the requests an
 //! acknowledgement lets go wait for the work item, or for a doorbell that waits for that run
 //! ([`QpShared::kick`]), so that a queue pair's requests never leave
 //! from softirq, where a later one sent from another CPU could overtake them
@@ -146,6 +148,15 @@ const IN_FLIGHT_WAIT_MS: u32 = 1000;
 /// The work item of a queue pair's run (the timer is the other, [`QpShared`]'s default).
 pub(crate) const RUN: u64 = 1;
 
+/// The work item that runs a queue pair on the packets a round of the network's softirq
+/// brought ([`QpShared::receive`]), after that round, on the BH workqueue.
+pub(crate) const RECEIVE: u64 = 3;
+
+/// The longest RDMA READ whose request the end of a softirq round answers: at the smallest
+/// path MTU (256 bytes) its response is at most [`SEND_BUDGET`] packets, which a run in
+/// softirq sends whole ([`Transport::response_exceeds`]).
+const ROUND_READ_MAX: u32 = SEND_BUDGET as u32 * 256;
+
 /// Runs a received packet may do in the caller's context, one after the other while
 /// something waits; then the work item takes over.
 const INLINE_RUNS: usize = 2;
@@ -205,6 +216,11 @@ pub(crate) struct Inbox {
     /// Doorbells waiting for the run in softirq: the requests it holds back go from them, so
     /// it schedules no work item for those.
     doorbells_waiting: u32,
+    /// A READ request longer than [`ROUND_READ_MAX`] waits: its response may not fit a run in
+    /// softirq, so the run at the round's end leaves everything to the work item, which a
+    /// READ response goes from whole ([`Transport::response_exceeds`]). The next run that
+    /// takes the packets clears it.
+    long_read: bool,
     /// A range a run found not present, for the fault work ([`crate::odp`]).
     pub(crate) fault: Option<FaultRequest>,
     /// A range whose fault failed: the next access to it fails ([`crate::odp`]).
@@ -382,7 +398,7 @@ impl Engine {
                 }
             };
             let queued = self.to_qp(qpn, pkt, |qp, pkt| {
-                QpShared::enqueue(qp, pkt, false, false)?;
+                QpShared::enqueue(qp, pkt, false, false, false)?;
                 to.note(qp);
                 Ok(())
             });
@@ -668,7 +684,12 @@ enum Arrival {
     Read(u32),
     /// A packet of an RDMA READ response of more than one packet (first, middle or last).
     ReadResponsePart,
-    /// Anything else: an acknowledgement, a response, an atomic request.
+    /// An atomic request (COMPARE SWAP, FETCH ADD).
+    Atomic,
+    /// The answer to a READ or an atomic request in one packet (READ response only, atomic
+    /// acknowledgement).
+    Answer,
+    /// Anything else: an acknowledgement or NAK, a FLUSH or ATOMIC WRITE request.
     Other,
 }
 
@@ -679,10 +700,11 @@ impl Arrival {
             return Self::Other;
         };
         if !op.is_request() {
-            if op.class() == OpClass::ReadResponse && op.position() != Position::Only {
-                return Self::ReadResponsePart;
-            }
-            return Self::Other;
+            return match op.class() {
+                OpClass::ReadResponse if op.position() != Position::Only => Self::ReadResponsePart,
+                OpClass::ReadResponse | OpClass::AtomicAcknowledge => Self::Answer,
+                _ => Self::Other,
+            };
         }
         match op.class() {
             OpClass::Send | OpClass::RdmaWrite => Self::Stream(op.position().is_end()),
@@ -690,6 +712,7 @@ impl Arrival {
                 .ok()
                 .and_then(|(_, rest)| Reth::ref_from_prefix(rest).ok())
                 .map_or(Self::Other, |(reth, _)| Self::Read(reth.dma_len())),
+            OpClass::Atomic => Self::Atomic,
             _ => Self::Other,
         }
     }
@@ -750,6 +773,23 @@ impl WorkItem<RUN> for QpShared {
         }
         // Other work items of the workqueue get their turn.
         Self::schedule(this.as_arc_borrow());
+    }
+}
+
+impl WorkItem<RECEIVE> for QpShared {
+    type Pointer = Arc<QpShared>;
+
+    fn run(this: Arc<QpShared>) {
+        // In softirq, after the round that queued the packets: they are taken in one run, not
+        // one run each as they came. A READ response that would not fit a run, or one being
+        // sent, goes to the work item.
+        if this.inbox.lock().long_read {
+            Self::schedule(this.as_arc_borrow());
+            return;
+        }
+        this.run_here_if(Context::Softirq, false, |t| {
+            !t.response_exceeds(None, SEND_BUDGET)
+        });
     }
 }
 
@@ -861,7 +901,21 @@ impl QpShared {
         // and placing them here as well left the other CPU idle. A READ of one packet
         // (`ib_read_lat -s 2`) is still completed here.
         let to_work_item = connected && matches!(arrival, Arrival::ReadResponsePart);
-        let kicked = Self::enqueue(this, packet, connected && !stream, to_work_item)?;
+        // A stream of READ or atomic requests (an answer to one is still in flight) and of
+        // their one-packet answers (more than one WQE outstanding) is taken at the end of the
+        // softirq's round, in one run for what came in it, not in one run each. A ping-pong's
+        // packets still run here: the BH work item would cost each a few microseconds. Only a
+        // user's queue pair: a kernel consumer's may be destroyed from a reclaim workqueue
+        // (nvme-rdma's), which may not wait for work on the BH workqueue (it cannot reclaim).
+        let round_end = connected
+            && this.user
+            && match arrival {
+                Arrival::Read(len) => len <= ROUND_READ_MAX && this.in_flight.count() > 0,
+                Arrival::Atomic => this.in_flight.count() > 0,
+                Arrival::Answer => this.many_outstanding.load(Relaxed),
+                _ => false,
+            };
+        let kicked = Self::enqueue(this, packet, connected && !stream, to_work_item, round_end)?;
         if connected {
             match arrival {
                 // A SEND or WRITE that does not come in turn is part of a one-way stream: the
@@ -876,8 +930,10 @@ impl QpShared {
                 // only complete, and hold the requests again: a run per packet. `enqueue`
                 // scheduled it.
                 _ if kicked => {}
-                // `enqueue` scheduled it, unless a run was in progress.
+                // `enqueue` scheduled it, or the run at the round's end, unless a run was in
+                // progress.
                 Arrival::ReadResponsePart => {}
+                _ if round_end => {}
                 // A READ response goes from one context: whole from here, or all of it from
                 // the work item ([`Transport::response_exceeds`]).
                 _ => {
@@ -885,6 +941,10 @@ impl QpShared {
                         Arrival::Read(len) => Some(len),
                         _ => None,
                     };
+                    if read_len.is_some_and(|len| len > ROUND_READ_MAX) {
+                        // Not for a run at the round's end, if one is queued.
+                        this.inbox.lock().long_read = true;
+                    }
                     let this: Arc<Self> = this.into();
                     this.run_here_if(Context::Softirq, false, |t| {
                         !t.response_exceeds(read_len, SEND_BUDGET)
@@ -1006,7 +1066,8 @@ impl QpShared {
     /// Queues a packet for this queue pair (any context); schedules a run only if `defer` and
     /// new send WQEs or held requests wait for a run in process context ([`Inbox::kicked`]),
     /// or if `to_work_item` and no run is in progress (which looks at the inbox again before
-    /// it ends): one hold of the inbox's lock for both.
+    /// it ends); otherwise, if `round_end` and neither is the case, queues the run at the end
+    /// of the softirq's round ([`RECEIVE`]): one hold of the inbox's lock for all.
     ///
     /// Fails with `ESRCH` if the queue pair is being destroyed, or as [`PacketQueue::push`],
     /// and hands the packet back.
@@ -1018,6 +1079,7 @@ impl QpShared {
         packet: Packet,
         defer: bool,
         to_work_item: bool,
+        round_end: bool,
     ) -> Result<bool, (Error, Packet)> {
         let kicked = {
             let mut inbox = this.inbox.lock();
@@ -1027,6 +1089,9 @@ impl QpShared {
             inbox.packets.push(packet)?;
             if (defer && inbox.kicked && !inbox.sending_run()) || (to_work_item && !inbox.running) {
                 Self::schedule_locked(this, &inbox);
+            } else if round_end && !inbox.kicked && !inbox.running {
+                // Already queued is fine: that run takes this packet too.
+                let _ = workqueue::system_bh().enqueue::<Arc<Self>, RECEIVE>(Arc::from(this));
             }
             inbox.kicked
         };
@@ -1131,6 +1196,7 @@ impl QpShared {
             let mut inbox = self.inbox.lock();
             inbox.running = true;
             inbox.in_softirq = ctx == Context::Softirq;
+            inbox.long_read = false;
             let spare = core::mem::take(&mut inbox.spare);
             (
                 core::mem::replace(&mut inbox.packets, spare),
@@ -1386,8 +1452,9 @@ impl QpShared {
         }
     }
 
-    /// Stops scheduling for good, waits for the timer and the run, and drops what waits:
-    /// when this returns, neither work item is queued or running, and neither will be.
+    /// Stops scheduling for good, waits for the timer, the runs and the fault work, and drops
+    /// what waits: when this returns, no work item of the queue pair is queued or running,
+    /// and none will be.
     ///
     /// The transport must be gone already (`None`): only a run with a transport sets the timer.
     pub(crate) fn stop(&self) {
@@ -1399,6 +1466,7 @@ impl QpShared {
         }
         // A pending timer runs now and schedules nothing.
         self.timer.flush();
+        self.receive.flush();
         self.run.flush();
         // After the run: no run queues it any more.
         self.fault_work.flush();

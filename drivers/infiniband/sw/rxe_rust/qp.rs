@@ -13,6 +13,7 @@ use crate::{
     engine::{
         Engine,
         Inbox,
+        RECEIVE,
         RUN, //
     },
     index::{
@@ -64,6 +65,7 @@ use crate::{
     Rxe, //
 };
 use core::sync::atomic::{
+    AtomicBool,
     AtomicU32,
     AtomicU64,
     Ordering::AcqRel,
@@ -195,6 +197,9 @@ pub(crate) struct QpShared {
     /// `query_qp` reads them here, not under the transport's lock: a query does not wait for
     /// a run (which may send for milliseconds), nor a run for a query.
     psns: AtomicU64,
+    /// Whether the requester had more than one WQE outstanding when the last run ended
+    /// ([`QpShared::note_psns`]): its answers come as a stream.
+    pub(crate) many_outstanding: AtomicBool,
     /// Whether user space produces the work requests (through the mapped rings).
     pub(crate) user: bool,
     /// The protection domain (its address: an identity, never dereferenced).
@@ -233,6 +238,10 @@ pub(crate) struct QpShared {
     /// ([`QpShared::work_queue`]).
     #[pin]
     pub(crate) run: Work<QpShared, RUN>,
+    /// The run of the packets that came in a round of the network's softirq, at its end
+    /// ([`crate::engine`]): on the BH workqueue, in softirq (a user's queue pair only).
+    #[pin]
+    pub(crate) receive: Work<QpShared, RECEIVE>,
     /// Faults in what a run found not present ([`crate::odp`]), in process context.
     #[pin]
     pub(crate) fault_work: Work<QpShared, FAULT>,
@@ -260,6 +269,10 @@ impl_has_work! {
 
 impl_has_work! {
     impl HasWork<Self, FAULT> for QpShared { self.fault_work }
+}
+
+impl_has_work! {
+    impl HasWork<Self, RECEIVE> for QpShared { self.receive }
 }
 
 impl TxOwner for QpShared {
@@ -354,6 +367,8 @@ impl QpShared {
             (u64::from(p.rq) << 32) | u64::from(p.sq)
         });
         self.psns.store(v, Relaxed);
+        self.many_outstanding
+            .store(t.is_some_and(|t| !t.few_outstanding()), Relaxed);
     }
 
     /// Returns the PSNs published last, if there is a transport.
@@ -1044,6 +1059,7 @@ impl RxeQp {
                 bad_wqe: AtomicU32::new(NO_BAD_WQE),
                 doorbell_mark: AtomicU64::new(0),
                 psns: AtomicU64::new(NO_PSNS),
+                many_outstanding: AtomicBool::new(false),
                 user,
                 pd: pd.as_raw() as usize,
                 handle,
@@ -1058,6 +1074,7 @@ impl RxeQp {
                 transport <- new_spinlock!(None),
                 timer <- new_delayed_work!("rdma_rxe_rust::QpShared::timer"),
                 run <- new_work!("rdma_rxe_rust::QpShared::run"),
+                receive <- new_work!("rdma_rxe_rust::QpShared::receive"),
                 fault_work <- new_work!("rdma_rxe_rust::QpShared::fault_work"),
                 in_flight: InFlight::new(&crate::THIS_MODULE, param::SKBS_IN_FLIGHT_RESUME),
                 inbox <- new_spinlock_irq!(Inbox::default()),
