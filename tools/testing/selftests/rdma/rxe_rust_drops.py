@@ -6,12 +6,14 @@ Two network namespaces joined by a veth pair, an rdma_rxe_rust device on
 each side. From B, a raw IPv4 socket sends datagrams to UDP 4791 of A: too
 short for a BTH, a valid packet with a wrong ICRC, an opcode the driver does
 not implement, and a valid packet (ICRC right) for a QP number that does not
-exist. Each must be freed by the driver with its drop reason
-(PKT_TOO_SMALL, SKB_CSUM, UNHANDLED_PROTO, NO_SOCKET), as the skb:kfree_skb
-tracepoint reports it (reason, and a location in the module), once per
-datagram sent, and counted once in the optional port counter of that reason
-(drop_truncated, drop_icrc, drop_malformed, drop_no_qp, enabled with `rdma
-statistic set ... optional-counters`), the drop counters together moving by
+exist, and a valid packet sent to an address of A's loopback device, which
+A takes in but which is none of its device's GIDs (those are the veth's). Each must be freed by the driver
+with its drop reason (PKT_TOO_SMALL, SKB_CSUM, UNHANDLED_PROTO, NO_SOCKET,
+OTHERHOST), as the skb:kfree_skb tracepoint reports it (reason, and a
+location in the module), once per datagram sent, and counted once in the
+optional port counter of that reason (drop_truncated, drop_icrc,
+drop_malformed, drop_no_qp, drop_not_ours, enabled with `rdma statistic
+set ... optional-counters`), the drop counters together moving by
 exactly what was sent; none may count as received (rcvd_pkts stays); and
 afterwards ibv_rc_pingpong -c across still works.
 
@@ -38,6 +40,9 @@ NS_A, NS_B = "rxe_drop_a", "rxe_drop_b"
 VETH_A, VETH_B = "dA", "dB"
 DEV_A, DEV_B = "rxdA", "rxdB"
 IP_A, IP_B = "10.78.0.1", "10.78.0.2"
+# An address of A's loopback device, routed from B through A: A takes datagrams to it in,
+# but its RDMA device, on the veth, has no GID of it.
+IP_A_LO = "10.79.0.1"
 ROCE_PORT = 4791
 TRACING = "/sys/kernel/tracing"
 COUNT = 5
@@ -51,11 +56,11 @@ def run(*cmd, **kw):
     return subprocess.run(list(cmd), capture_output=True, text=True, **kw)
 
 
-def ip_header(payload_len, ident):
-    """An IPv4 header without options, DF set, from B to A."""
+def ip_header(payload_len, ident, dst=IP_A):
+    """An IPv4 header without options, DF set, from B to A (or to dst)."""
     return struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + 8 + payload_len, ident,
                        0x4000, 64, socket.IPPROTO_UDP, 0,
-                       socket.inet_aton(IP_B), socket.inet_aton(IP_A))
+                       socket.inet_aton(IP_B), socket.inet_aton(dst))
 
 
 def bth(opcode, qpn, psn=0):
@@ -79,17 +84,21 @@ def datagram(case, ident):
     elif case == "noqp":
         body = bth(0x04, NO_QPN) + b"abcd"
         packet = None
+    elif case == "notours":
+        body = bth(0x04, 17) + b"abcd"
+        packet = None
     else:
         raise ValueError(case)
-    if case in ("icrc", "noqp"):
+    dst = IP_A_LO if case == "notours" else IP_A
+    if case in ("icrc", "noqp", "notours"):
         n = len(body) + 4
-        ip = ip_header(n, ident)
+        ip = ip_header(n, ident, dst)
         udp = struct.pack("!HHHH", 0xC000 + ident, ROCE_PORT, 8 + n, 0)
         crc = bytearray(icrc(ip, udp, body))
         if case == "icrc":
             crc[0] ^= 1
         packet = body + bytes(crc)
-    ip = ip_header(len(packet), ident)
+    ip = ip_header(len(packet), ident, dst)
     udp = struct.pack("!HHHH", 0xC000 + ident, ROCE_PORT, 8 + len(packet), 0)
     return ip + udp + packet
 
@@ -97,8 +106,9 @@ def datagram(case, ident):
 def send(case, count):
     """Sends count datagrams of case from this namespace to A."""
     s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
+    dst = IP_A_LO if case == "notours" else IP_A
     for i in range(count):
-        s.sendto(datagram(case, i + 1), (IP_A, 0))
+        s.sendto(datagram(case, i + 1), (dst, 0))
     s.close()
 
 
@@ -172,6 +182,9 @@ def setup():
         ["ip", "-n", NS_B, "addr", "add", IP_B + "/24", "dev", VETH_B],
         ["ip", "-n", NS_A, "link", "set", VETH_A, "up"],
         ["ip", "-n", NS_B, "link", "set", VETH_B, "up"],
+        ["ip", "-n", NS_A, "addr", "add", IP_A_LO + "/32", "dev", "lo"],
+        ["ip", "-n", NS_A, "link", "set", "lo", "up"],
+        ["ip", "-n", NS_B, "route", "add", IP_A_LO + "/32", "via", IP_A],
         ["ip", "netns", "exec", NS_A, "rdma", "link", "add", DEV_A, "type",
          "rxe", "netdev", VETH_A],
         ["ip", "netns", "exec", NS_B, "rdma", "link", "add", DEV_B, "type",
@@ -228,6 +241,7 @@ CASES = [
     ("icrc", "SKB_CSUM", "a wrong ICRC", "drop_icrc"),
     ("opcode", "UNHANDLED_PROTO", "a reserved opcode", "drop_malformed"),
     ("noqp", "NO_SOCKET", "a QP number no QP has", "drop_no_qp"),
+    ("notours", "OTHERHOST", "a destination none of A's GIDs", "drop_not_ours"),
 ]
 
 

@@ -5,8 +5,8 @@
 Two network namespaces joined by a veth pair, an rdma_rxe_rust device on
 each side (the setup of rxe_rust_drops.py), every rxe_rust event enabled:
 - malformed and unwanted datagrams sent to A each give one rxe_rust_drop
-  event on A with the reason (truncated, icrc, malformed, no_qp) and, when
-  it could be read, the destination QP number;
+  event on A with the reason (truncated, icrc, malformed, no_qp, not_ours)
+  and, when it could be read, the destination QP number;
 - ibv_rc_pingpong -c across: every SEND that B's rxe_rust_xmit reports
   reaches A's rxe_rust_recv with the same PSN and A's QP number, A reports
   one successful receive completion (rxe_rust_complete) per message with
@@ -97,6 +97,7 @@ def drops(idx_a):
         ("icrc", "icrc", None),
         ("opcode", "malformed", None),
         ("noqp", "no_qp", str(net.NO_QPN)),
+        ("notours", "not_ours", None),
     ]
     for case, reason, qpn in cases:
         net.trace_write("trace", "")
