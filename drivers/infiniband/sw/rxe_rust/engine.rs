@@ -221,6 +221,9 @@ pub(crate) struct Inbox {
     /// READ response goes from whole ([`Transport::response_exceeds`]). The next run that
     /// takes the packets clears it.
     long_read: bool,
+    /// The run at the end of the softirq's round ([`RECEIVE`]) is queued: a packet for it
+    /// needs no reference taken to queue it again. Cleared as that run starts.
+    receive_queued: bool,
     /// A range a run found not present, for the fault work ([`crate::odp`]).
     pub(crate) fault: Option<FaultRequest>,
     /// A range whose fault failed: the next access to it fails ([`crate::odp`]).
@@ -398,7 +401,7 @@ impl Engine {
                 }
             };
             let queued = self.to_qp(qpn, pkt, |qp, pkt| {
-                QpShared::enqueue(qp, pkt, false, false, false)?;
+                QpShared::enqueue(qp, pkt, Then::Queue)?;
                 to.note(qp);
                 Ok(())
             });
@@ -783,7 +786,12 @@ impl WorkItem<RECEIVE> for QpShared {
         // In softirq, after the round that queued the packets: they are taken in one run, not
         // one run each as they came. A READ response that would not fit a run, or one being
         // sent, goes to the work item.
-        if this.inbox.lock().long_read {
+        let long_read = {
+            let mut inbox = this.inbox.lock();
+            inbox.receive_queued = false;
+            inbox.long_read
+        };
+        if long_read {
             Self::schedule(this.as_arc_borrow());
             return;
         }
@@ -791,6 +799,22 @@ impl WorkItem<RECEIVE> for QpShared {
             !t.response_exceeds(None, SEND_BUDGET)
         });
     }
+}
+
+/// What queueing a packet for a queue pair schedules ([`QpShared::enqueue`]).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Then {
+    /// Nothing: the caller runs or schedules the queue pair itself.
+    Queue,
+    /// The run in process context that new send WQEs or held requests wait for, if it is
+    /// not in progress; otherwise the caller runs the queue pair here. With `long_read`, a
+    /// READ request whose response may not fit a run in softirq: [`Inbox::long_read`].
+    Inline { long_read: bool },
+    /// As [`Then::Inline`], and the work item if no run is in progress.
+    WorkItem,
+    /// As [`Then::Inline`], or else the run at the end of the softirq's round ([`RECEIVE`])
+    /// if no run is in progress.
+    RoundEnd,
 }
 
 /// What a run leaves to do once the transport is unlocked.
@@ -915,7 +939,23 @@ impl QpShared {
                 Arrival::Answer => this.many_outstanding.load(Relaxed),
                 _ => false,
             };
-        let kicked = Self::enqueue(this, packet, connected && !stream, to_work_item, round_end)?;
+        let read_len = match arrival {
+            Arrival::Read(len) => Some(len),
+            _ => None,
+        };
+        let then = if !connected || stream {
+            Then::Queue
+        } else if to_work_item {
+            Then::WorkItem
+        } else if round_end {
+            Then::RoundEnd
+        } else {
+            // Not for a run at the round's end, if one is queued.
+            Then::Inline {
+                long_read: read_len.is_some_and(|len| len > ROUND_READ_MAX),
+            }
+        };
+        let kicked = Self::enqueue(this, packet, then)?;
         if connected {
             match arrival {
                 // A SEND or WRITE that does not come in turn is part of a one-way stream: the
@@ -937,14 +977,6 @@ impl QpShared {
                 // A READ response goes from one context: whole from here, or all of it from
                 // the work item ([`Transport::response_exceeds`]).
                 _ => {
-                    let read_len = match arrival {
-                        Arrival::Read(len) => Some(len),
-                        _ => None,
-                    };
-                    if read_len.is_some_and(|len| len > ROUND_READ_MAX) {
-                        // Not for a run at the round's end, if one is queued.
-                        this.inbox.lock().long_read = true;
-                    }
                     let this: Arc<Self> = this.into();
                     this.run_here_if(Context::Softirq, false, |t| {
                         !t.response_exceeds(read_len, SEND_BUDGET)
@@ -1063,39 +1095,37 @@ impl QpShared {
         }
     }
 
-    /// Queues a packet for this queue pair (any context); schedules a run only if `defer` and
-    /// new send WQEs or held requests wait for a run in process context ([`Inbox::kicked`]),
-    /// or if `to_work_item` and no run is in progress (which looks at the inbox again before
-    /// it ends); otherwise, if `round_end` and neither is the case, queues the run at the end
-    /// of the softirq's round ([`RECEIVE`]): one hold of the inbox's lock for all.
+    /// Queues a packet for this queue pair (any context) and schedules what `then` says, under
+    /// one hold of the inbox's lock.
     ///
     /// Fails with `ESRCH` if the queue pair is being destroyed, or as [`PacketQueue::push`],
     /// and hands the packet back.
     ///
     /// Returns whether new send WQEs or held requests wait for a run in process context,
-    /// which is then scheduled or in progress.
+    /// which is then scheduled or in progress (but for [`Then::Queue`]).
     fn enqueue(
         this: ArcBorrow<'_, Self>,
         packet: Packet,
-        defer: bool,
-        to_work_item: bool,
-        round_end: bool,
+        then: Then,
     ) -> Result<bool, (Error, Packet)> {
-        let kicked = {
-            let mut inbox = this.inbox.lock();
-            if inbox.dying {
-                return Err((ESRCH, packet));
-            }
-            inbox.packets.push(packet)?;
-            if (defer && inbox.kicked && !inbox.sending_run()) || (to_work_item && !inbox.running) {
-                Self::schedule_locked(this, &inbox);
-            } else if round_end && !inbox.kicked && !inbox.running {
-                // Already queued is fine: that run takes this packet too.
+        let mut inbox = this.inbox.lock();
+        if inbox.dying {
+            return Err((ESRCH, packet));
+        }
+        inbox.packets.push(packet)?;
+        let waiting_sends = then != Then::Queue && inbox.kicked && !inbox.sending_run();
+        match then {
+            _ if waiting_sends => Self::schedule_locked(this, &inbox),
+            Then::WorkItem if !inbox.running => Self::schedule_locked(this, &inbox),
+            Then::RoundEnd if !inbox.kicked && !inbox.running && !inbox.receive_queued => {
+                inbox.receive_queued = true;
+                // Not queued already (noted under this lock, cleared as it starts).
                 let _ = workqueue::system_bh().enqueue::<Arc<Self>, RECEIVE>(Arc::from(this));
             }
-            inbox.kicked
-        };
-        Ok(kicked)
+            Then::Inline { long_read: true } => inbox.long_read = true,
+            _ => {}
+        }
+        Ok(inbox.kicked)
     }
 
     /// Notes new send WQEs and schedules a run for them (any context, interrupts off
