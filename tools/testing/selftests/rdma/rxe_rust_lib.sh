@@ -189,3 +189,33 @@ udp_port_closed() {
 devinfo_field() {
 	ibv_devinfo -v -d "$1" | awk -v k="$2:" '$1 == k { print $2; exit }'
 }
+
+# Prints the first GID_SLOTS entries of device $1's GID table (index, type,
+# GID), empty entries aside. The core fills the lowest free index first, so
+# a device with a few addresses has them all there. Shell built-ins only:
+# reading all 1024 entries with grep and cat took seconds per device on the
+# debug kernel, where each program started costs a tenth of a second or more.
+GID_SLOTS=16
+GID_EMPTY=0000:0000:0000:0000:0000:0000:0000:0000
+gid_table() {
+	local base=/sys/class/infiniband/$1/ports/1 i g t
+	for ((i = 0; i < GID_SLOTS; i++)); do
+		read -r g 2>/dev/null <"$base/gids/$i" || continue
+		[ "$g" = $GID_EMPTY ] && continue
+		t=
+		read -r t 2>/dev/null <"$base/gid_attrs/types/$i" || continue
+		echo "$1 gid $i $t: $g"
+	done
+}
+
+# The index of device $2's RoCE v2 GID $3 in the GID tables $1.
+gid_in() {
+	local line
+	while IFS= read -r line; do
+		if [[ $line == "$2 gid "*" RoCE v2: $3" ]]; then
+			line=${line#"$2 gid "}
+			echo "${line%% *}"
+			return
+		fi
+	done <<<"$1"
+}

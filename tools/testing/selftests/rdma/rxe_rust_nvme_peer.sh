@@ -38,18 +38,14 @@ qps() {
 	resources | sed -n 's/.* qp \([0-9]*\) .*/\1/p'
 }
 
-# The index of the RoCE v2 GID of IPv4 address $1 on $DEV's port.
+# The index of the RoCE v2 GID of IPv4 address $1 on $DEV's port; fails if
+# there is none.
 gid_index_of() {
-	local want f i
+	local i
 	# shellcheck disable=SC2086 # the address's four bytes, split at the dots
-	want=$(printf '0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x' ${1//./ })
-	for f in /sys/class/infiniband/$DEV/ports/1/gids/*; do
-		i=${f##*/}
-		[ "$(cat "$f")" = "$want" ] || continue
-		[ "$(cat "/sys/class/infiniband/$DEV/ports/1/gid_attrs/types/$i" 2>/dev/null)" = "RoCE v2" ] &&
-			{ echo "$i"; return 0; }
-	done
-	return 1
+	i=$(gid_in "$(gid_table "$DEV")" "$DEV" \
+		"$(printf '0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x' ${1//./ })")
+	[ -n "$i" ] && echo "$i"
 }
 
 gid_index_is() {

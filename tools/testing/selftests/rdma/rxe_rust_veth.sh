@@ -168,26 +168,8 @@ setup() {
 		ip netns exec $NS_B ping -c 1 -W 5 $IP6_A >/dev/null
 }
 
-# Prints the first GID_SLOTS entries of device $1's GID table (index, type,
-# GID), empty entries aside. The core fills the lowest free index first, so
-# a device with a few addresses has them all there. Shell built-ins only:
-# reading all 1024 entries with grep and cat took seconds per device on the
-# debug kernel, where each program started costs a tenth of a second or more.
-GID_SLOTS=16
-GID_EMPTY=0000:0000:0000:0000:0000:0000:0000:0000
-gid_table() {
-	local base=/sys/class/infiniband/$1/ports/1 i g t
-	for ((i = 0; i < GID_SLOTS; i++)); do
-		read -r g 2>/dev/null <"$base/gids/$i" || continue
-		[ "$g" = $GID_EMPTY ] && continue
-		t=
-		read -r t 2>/dev/null <"$base/gid_attrs/types/$i" || continue
-		echo "$1 gid $i $t: $g"
-	done
-}
-
 # Prints hw counter $2 of device $1 (a shell built-in reads it: see
-# gid_table).
+# gid_table in rxe_rust_lib.sh).
 counter() {
 	local v
 	read -r v 2>/dev/null <"/sys/class/infiniband/$1/ports/1/hw_counters/$2" && echo "$v"
@@ -499,18 +481,6 @@ run_check() {
 	else
 		TIMEOUTS=0
 	fi
-}
-
-# The index of device $2's RoCE v2 GID $3 in the GID tables $1.
-gid_in() {
-	local line
-	while IFS= read -r line; do
-		if [[ $line == "$2 gid "*" RoCE v2: $3" ]]; then
-			line=${line#"$2 gid "}
-			echo "${line%% *}"
-			return
-		fi
-	done <<<"$1"
 }
 
 # Sets GA4, GB4, GA6, GB6: the indexes of the RoCE v2 GIDs of A's and B's
