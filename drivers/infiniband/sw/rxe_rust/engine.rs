@@ -87,12 +87,14 @@ use kernel::{
     net::device::NetDevice,
     new_spinlock_irq,
     prelude::*,
+    processor::cpu_relax,
     rdma::{
         self,
         qp::attr::QpType as IbQpType,
         trace, //
     },
     revocable::Revocable,
+    sched::single_task_running,
     sync::{
         aref::ARef,
         rcu,
@@ -105,6 +107,8 @@ use kernel::{
         jiffies_64,
         msecs_to_jiffies,
         Delta,
+        Instant,
+        Monotonic,
         NSEC_PER_JIFFY, //
     },
     workqueue::{
@@ -536,7 +540,10 @@ impl Engine {
                         let posted = match wr {
                             // A datagram's address handle must exist and be in the QP's domain.
                             Ok(wr) if !self.ah_usable(qp, &wr.remote) => false,
-                            Ok(wr) => roce.post_send(wr, mem, io).is_ok(),
+                            Ok(wr) => {
+                                qp.asks.store(wr.opcode.is_read_or_atomic(), Relaxed);
+                                roce.post_send(wr, mem, io).is_ok()
+                            }
                             Err(()) => false,
                         };
                         if !posted {
@@ -574,6 +581,7 @@ impl Engine {
             t.note_turn();
         }
         t.sq_read = next;
+        qp.next_sq.store(next, Relaxed);
         SendRun {
             failed,
             ran_dry,
@@ -770,12 +778,66 @@ impl WorkItem<RUN> for QpShared {
             let end = this.run_once(&mut guard, Context::Process);
             drop(guard);
             drop(bh);
-            if !this.finish_run(end, Context::Process) {
+            if !this.finish_run(end, Context::Process) && !this.linger() {
                 return;
             }
         }
         // Other work items of the workqueue get their turn.
         Self::schedule(this.as_arc_borrow());
+    }
+}
+
+/// How long the worker of a queue pair that asks (READs, atomics) waits for the next doorbell
+/// before it sleeps, in microseconds ([`QpShared::linger`]).
+const LINGER_US: i64 = 30;
+
+impl QpShared {
+    /// Waits up to [`LINGER_US`] for the next doorbell or packet, if the queue pair's last
+    /// request was a READ or an atomic (a user's: a kernel consumer posts from its own
+    /// contexts); returns whether something came, for another run.
+    ///
+    /// The peer's kernel answers such a request, and the consumer posts the next one as
+    /// soon as it polls the completion, a few microseconds after this run made it. A worker
+    /// that is still running takes that doorbell at once, where a sleeping one would first
+    /// be woken on its CPU. The C driver's chain of work items gets the same effect from one
+    /// worker looping over them. Marked running in process context meanwhile, so that the
+    /// doorbell leaves its WQEs to this worker ([`QpShared::kick`]). The CPU it spins on is
+    /// the one the consumer does not poll on, idle otherwise: the peer of a READ is passive.
+    fn linger(&self) -> bool {
+        // A stream (more than one WQE outstanding) waits for its answers, not for a doorbell;
+        // and a CPU another task waits for (the consumer's, say) is not held.
+        if !self.user
+            || !self.asks.load(Relaxed)
+            || self.many_outstanding.load(Relaxed)
+            || !single_task_running()
+        {
+            return false;
+        }
+        // Not preempted while marked running, which would leave the doorbells it takes
+        // waiting for the worker's next turn on its CPU. Bounded: a task woken on this CPU
+        // meanwhile, or a softirq raised on it, waits [`LINGER_US`] at most.
+        let _bh = BottomHalvesDisabled::disable();
+        {
+            let mut inbox = self.inbox.lock();
+            if inbox.dying || inbox.running {
+                return false;
+            }
+            inbox.running = true;
+            inbox.in_softirq = false;
+        }
+        let start = Instant::<Monotonic>::now();
+        loop {
+            for _ in 0..16 {
+                cpu_relax();
+            }
+            let over = start.elapsed() > Delta::from_micros(LINGER_US);
+            let mut inbox = self.inbox.lock();
+            let waiting = inbox.kicked || !inbox.packets.is_empty() || inbox.due;
+            if waiting || over || inbox.dying {
+                inbox.running = false;
+                return waiting && !inbox.dying;
+            }
+        }
     }
 }
 
@@ -1176,6 +1238,17 @@ impl QpShared {
         let wait = {
             let mut inbox = self.inbox.lock();
             inbox.kicked = true;
+            // A run in process context (the work item's, or its worker waiting for this
+            // doorbell, [`QpShared::linger`]) sees the note before it ends.
+            if inbox.running && !inbox.in_softirq {
+                return;
+            }
+            // A READ or atomic goes from the work item, whose worker waits for the next one
+            // ([`QpShared::linger`]), on the CPU the caller is not polling on.
+            if self.user && !inbox.running && self.asks.load(Relaxed) && self.next_asks() {
+                Self::schedule_locked(self.as_arc_borrow(), &inbox);
+                return;
+            }
             let wait = inbox.running && inbox.in_softirq;
             if wait {
                 inbox.doorbells_waiting = inbox.doorbells_waiting.saturating_add(1);

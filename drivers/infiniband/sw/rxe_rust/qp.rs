@@ -52,7 +52,8 @@ use crate::{
             SendWqe,
             Sge,
             WqeData,
-            WrOpcode, //
+            WrOpcode,
+            SEND_WQE_OPCODE_OFFSET, //
         },
     },
     srq::SrqCore,
@@ -200,6 +201,12 @@ pub(crate) struct QpShared {
     /// Whether the requester had more than one WQE outstanding when the last run ended
     /// ([`QpShared::note_psns`]): its answers come as a stream.
     pub(crate) many_outstanding: AtomicBool,
+    /// Whether the last WQE the requester took was an RDMA READ or an atomic: its answer comes
+    /// from the peer's kernel, not its consumer ([`QpShared::linger`]).
+    pub(crate) asks: AtomicBool,
+    /// The send queue slot the requester takes its next WQE from, as its last run left it
+    /// ([`QpShared::next_asks`]).
+    pub(crate) next_sq: AtomicU32,
     /// Whether user space produces the work requests (through the mapped rings).
     pub(crate) user: bool,
     /// The protection domain (its address: an identity, never dereferenced).
@@ -560,6 +567,22 @@ impl QpShared {
         let ring = &self.sq_reader;
         ring.producer()
             .is_ok_and(|p| p != index & ring.geometry().mask)
+    }
+
+    /// Returns whether the WQE user space produced in the slot the requester takes next is an
+    /// RDMA READ or an atomic ([`QpShared::kick`]).
+    ///
+    /// A peek at one field of a ring user space writes: a wrong answer only changes where the
+    /// doorbell's run happens; the run reads and checks the WQE as always.
+    pub(crate) fn next_asks(&self) -> bool {
+        let index = self.next_sq.load(Relaxed);
+        let mut raw = [0u8; 4];
+        self.sq_produced(index)
+            && self
+                .sq_reader
+                .read_slot_at(index, SEND_WQE_OPCODE_OFFSET, &mut raw)
+                .is_ok()
+            && WrOpcode::from_raw(u32::from_ne_bytes(raw)).is_some_and(|op| op.is_read_or_atomic())
     }
 
     /// Returns the send queue slot after `index`.
@@ -1060,6 +1083,8 @@ impl RxeQp {
                 doorbell_mark: AtomicU64::new(0),
                 psns: AtomicU64::new(NO_PSNS),
                 many_outstanding: AtomicBool::new(false),
+                asks: AtomicBool::new(false),
+                next_sq: AtomicU32::new(0),
                 user,
                 pd: pd.as_raw() as usize,
                 handle,
