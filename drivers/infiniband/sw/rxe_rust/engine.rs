@@ -517,6 +517,9 @@ impl Engine {
         let rcu = rcu::read_lock();
         let env = self.env(qp, &rcu);
         let mut next = t.sq_read;
+        // On loopback a READ's chain stays in the doorbell's context: the receiver runs nested
+        // there, with no softirq or CPU to hand over to ([`QpShared::linger`]).
+        let wire = !t.peer_is_local(&env.own_mac);
         // A run in softirq takes no new WQE: their doorbell runs the queue pair in process
         // context ([`QpShared::kick`]); taken and held here, they would wake the work item for
         // nothing. But WQEs a full window stopped have had their doorbell: the acknowledgement
@@ -541,7 +544,8 @@ impl Engine {
                             // A datagram's address handle must exist and be in the QP's domain.
                             Ok(wr) if !self.ah_usable(qp, &wr.remote) => false,
                             Ok(wr) => {
-                                qp.asks.store(wr.opcode.is_read_or_atomic(), Relaxed);
+                                qp.asks
+                                    .store(wire && wr.opcode.is_read_or_atomic(), Relaxed);
                                 roce.post_send(wr, mem, io).is_ok()
                             }
                             Err(()) => false,

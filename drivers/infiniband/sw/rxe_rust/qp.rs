@@ -201,8 +201,9 @@ pub(crate) struct QpShared {
     /// Whether the requester had more than one WQE outstanding when the last run ended
     /// ([`QpShared::note_psns`]): its answers come as a stream.
     pub(crate) many_outstanding: AtomicBool,
-    /// Whether the last WQE the requester took was an RDMA READ or an atomic: its answer comes
-    /// from the peer's kernel, not its consumer ([`QpShared::linger`]).
+    /// Whether the last WQE the requester took was an RDMA READ or an atomic for a peer on
+    /// the wire: its answer comes from the peer's kernel, not its consumer
+    /// ([`QpShared::linger`]).
     pub(crate) asks: AtomicBool,
     /// The send queue slot the requester takes its next WQE from, as its last run left it
     /// ([`QpShared::next_asks`]).

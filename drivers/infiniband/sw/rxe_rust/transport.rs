@@ -444,6 +444,12 @@ impl Transport {
         }
     }
 
+    /// Returns whether the connected peer is a queue pair of this device (its MAC is
+    /// `own_mac`): its packets never reach a netdevice.
+    pub(crate) fn peer_is_local(&self, own_mac: &[u8; 6]) -> bool {
+        self.path.dmac == *own_mac
+    }
+
     /// Returns whether a coalesced ACK waits for the end of the run's batch of received
     /// packets.
     pub(crate) fn ack_pending(&self) -> bool {
