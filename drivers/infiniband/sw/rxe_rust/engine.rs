@@ -251,6 +251,12 @@ impl Inbox {
     fn sending_run(&self) -> bool {
         self.running && !self.in_softirq
     }
+
+    /// Returns whether something waits for a run in `ctx`: packets, the timer, or new send
+    /// WQEs, which a run in softirq leaves to their doorbell ([`QpShared::kick`]).
+    fn waiting(&self, ctx: Context) -> bool {
+        !self.packets.is_empty() || self.due || (self.kicked && ctx != Context::Softirq)
+    }
 }
 
 /// What a queue pair's runs share with the rest of the device.
@@ -519,7 +525,7 @@ impl Engine {
         let mut next = t.sq_read;
         // On loopback a READ's chain stays in the doorbell's context: the receiver runs nested
         // there, with no softirq or CPU to hand over to ([`QpShared::linger`]).
-        let wire = !t.peer_is_local(&env.own_mac);
+        let wire = !t.path().is_local(&env.own_mac);
         // A run in softirq takes no new WQE: their doorbell runs the queue pair in process
         // context ([`QpShared::kick`]); taken and held here, they would wake the work item for
         // nothing. But WQEs a full window stopped have had their doorbell: the acknowledgement
@@ -811,6 +817,7 @@ impl QpShared {
         // A stream (more than one WQE outstanding) waits for its answers, not for a doorbell;
         // and a CPU another task waits for (the consumer's, say) is not held.
         if !self.user
+            || !self.can_send()
             || !self.asks.load(Relaxed)
             || self.many_outstanding.load(Relaxed)
             || !single_task_running()
@@ -836,7 +843,7 @@ impl QpShared {
             }
             let over = start.elapsed() > Delta::from_micros(LINGER_US);
             let mut inbox = self.inbox.lock();
-            let waiting = inbox.kicked || !inbox.packets.is_empty() || inbox.due;
+            let waiting = inbox.waiting(Context::Process);
             if waiting || over || inbox.dying {
                 inbox.running = false;
                 return waiting && !inbox.dying;
@@ -1244,7 +1251,7 @@ impl QpShared {
             inbox.kicked = true;
             // A run in process context (the work item's, or its worker waiting for this
             // doorbell, [`QpShared::linger`]) sees the note before it ends.
-            if inbox.running && !inbox.in_softirq {
+            if inbox.sending_run() {
                 return;
             }
             // A READ or atomic goes from the work item, whose worker waits for the next one
@@ -1522,11 +1529,8 @@ impl QpShared {
             // caller runs again or schedules.
             inbox.running = false;
             inbox.in_softirq = false;
-            // A doorbell's note is not for a run in softirq: the doorbell runs the queue pair
-            // itself, or waits for this run to end ([`QpShared::kick`]).
-            let kicked = inbox.kicked && ctx != Context::Softirq;
             (
-                !inbox.packets.is_empty() || kicked || inbox.due,
+                inbox.waiting(ctx),
                 // Not once `stop` has flushed the fault work.
                 inbox.fault.is_some() && !inbox.dying,
             )

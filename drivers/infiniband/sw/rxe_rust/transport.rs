@@ -444,10 +444,9 @@ impl Transport {
         }
     }
 
-    /// Returns whether the connected peer is a queue pair of this device (its MAC is
-    /// `own_mac`): its packets never reach a netdevice.
-    pub(crate) fn peer_is_local(&self, own_mac: &[u8; 6]) -> bool {
-        self.path.dmac == *own_mac
+    /// Returns the path of the connected peer.
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
     }
 
     /// Returns whether a coalesced ACK waits for the end of the run's batch of received
@@ -1383,7 +1382,7 @@ impl Output for Io<'_> {
             .as_ref()
             .map(|now| Self::resolve(self.path, now))
         {
-            Some(path) if path.dmac != self.env.own_mac => {
+            Some(path) if !path.is_local(&self.env.own_mac) => {
                 match self
                     .env
                     .ndev

@@ -58,6 +58,12 @@ pub(crate) struct Path {
 }
 
 impl Path {
+    /// Returns whether the path leads to this device (`own_mac` is its MAC): its packets
+    /// never reach a netdevice (loopback).
+    pub(crate) fn is_local(&self, own_mac: &[u8; 6]) -> bool {
+        self.dmac == *own_mac
+    }
+
     /// Returns the path of an address vector the core lends, or `None` without a global
     /// route.
     ///
