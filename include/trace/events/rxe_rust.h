@@ -146,9 +146,9 @@ DEFINE_EVENT(rxe_rust_packet_class, rxe_rust_recv,
 	TP_ARGS(dev, qpn, dest_qpn, opcode, psn, len, linear));
 
 /*
- * A received packet was dropped before its queue pair's transport took it,
- * for reason; qpn is its destination QP, 0xffffff (the multicast QPN) when
- * none was read.
+ * A received packet was dropped for reason, before its queue pair's
+ * transport took it or by that transport ("transport"); qpn is its
+ * destination QP, 0xffffff (the multicast QPN) when none was read.
  */
 TRACE_EVENT(rxe_rust_drop,
 	TP_PROTO(u32 dev, u32 qpn, const char *reason),

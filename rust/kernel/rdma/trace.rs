@@ -141,8 +141,9 @@ pub fn recv(p: &PacketFields, linear: u32) {
     unsafe { rxe_rust_recv(p.dev, p.qpn, p.dest_qpn, p.opcode, p.psn, p.len, linear) }
 }
 
-/// Reports a received packet dropped for `reason` before its queue pair's transport took it
-/// (`rxe_rust:rxe_rust_drop`); `qpn` is its destination, `0xffffff` if none was read.
+/// Reports a received packet dropped for `reason`, before its queue pair's transport took it
+/// or by that transport (`rxe_rust:rxe_rust_drop`); `qpn` is its destination, `0xffffff` if
+/// none was read.
 #[inline(always)]
 pub fn rx_drop(dev: u32, qpn: u32, reason: &CStr) {
     // SAFETY: `reason` is NUL-terminated and outlives the call, which copies it.

@@ -85,6 +85,10 @@ pub(crate) enum DropReason {
 }
 
 impl DropReason {
+    /// The name the `rxe_rust:rxe_rust_drop` tracepoint reports for a packet its queue pair's
+    /// transport refused (counted in `drop_transport`).
+    pub(crate) const TRANSPORT: &'static CStr = c"transport";
+
     /// Returns the reason's name, as the `rxe_rust:rxe_rust_drop` tracepoint reports it.
     pub(crate) fn name(self) -> &'static CStr {
         match self {

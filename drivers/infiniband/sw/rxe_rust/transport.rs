@@ -89,6 +89,7 @@ use crate::{
             WqeData, //
         },
     },
+    rx::DropReason,
     stats::{
         Counter,
         Counters, //
@@ -1654,7 +1655,14 @@ impl Output for Io<'_> {
             RoceCounter::Retry => Counter::CompleterRetryErr,
             RoceCounter::RetryExceeded => Counter::RetryExceededErr,
             RoceCounter::RnrRetryExceeded => Counter::RetryRnrExceededErr,
-            RoceCounter::DroppedPackets => Counter::DropTransport,
+            RoceCounter::DroppedPackets => {
+                // A packet the transport refused (a payload past the MTU, an opcode the type
+                // does not have, a response to nothing outstanding) is a drop like the
+                // receive path's, traced with its reason.
+                let shared = self.env.shared;
+                trace::rx_drop(shared.dev_index, shared.number(), DropReason::TRANSPORT);
+                Counter::DropTransport
+            }
             RoceCounter::TailProbe => Counter::TailProbe,
             _ => return,
         };

@@ -6,13 +6,17 @@ Two network namespaces joined by a veth pair, an rdma_rxe_rust device on
 each side. From B, a raw IPv4 socket sends datagrams to UDP 4791 of A: too
 short for a BTH, a valid packet with a wrong ICRC, an opcode the driver does
 not implement, and a valid packet (ICRC right) for a QP number that does not
-exist, and a valid packet sent to an address of A's loopback device, which
-A takes in but which is none of its device's GIDs (those are the veth's). Each must be freed by the driver
-with its drop reason (PKT_TOO_SMALL, SKB_CSUM, UNHANDLED_PROTO, NO_SOCKET,
-OTHERHOST), as the skb:kfree_skb tracepoint reports it (reason, and a
-location in the module), once per datagram sent, and counted once in the
-optional port counter of that reason (drop_truncated, drop_icrc,
-drop_malformed, drop_no_qp, drop_not_ours, enabled with `rdma statistic
+exist, a valid packet sent to an address of A's loopback device, which
+A takes in but which is none of its device's GIDs (those are the veth's), a
+valid packet under an IPv4 header with options, and a valid packet for the
+queue pair of an ibv_rc_pingpong server still in INIT (waiting for its
+client). Each must be freed by the driver with its drop reason
+(PKT_TOO_SMALL, SKB_CSUM, UNHANDLED_PROTO, NO_SOCKET, OTHERHOST,
+UNHANDLED_PROTO, NOT_SPECIFIED), as the skb:kfree_skb tracepoint reports it
+(reason, and a location in the module), once per datagram sent, and
+counted once in the optional port counter of that reason (drop_truncated,
+drop_icrc, drop_malformed, drop_no_qp, drop_not_ours, drop_network_header,
+drop_qp_state, enabled with `rdma statistic
 set ... optional-counters`), the drop counters together moving by
 exactly what was sent; none may count as received (rcvd_pkts stays); and
 afterwards ibv_rc_pingpong -c across still works.
@@ -20,11 +24,12 @@ afterwards ibv_rc_pingpong -c across still works.
 The C driver frees such datagrams without a reason (NOT_SPECIFIED), so this
 test runs against rdma_rxe_rust only.
 
-Usage: rxe_rust_drops.py [--send CASE COUNT]  (--send: the sender, run in B)
+Usage: rxe_rust_drops.py [--send CASE COUNT [QPN]]  (--send: the sender, run in B)
 """
 
 import json
 import os
+import signal
 import socket
 import struct
 import subprocess
@@ -69,8 +74,9 @@ def bth(opcode, qpn, psn=0):
                        psn & 0xFFFFFF)
 
 
-def datagram(case, ident):
-    """The IP datagram of case number ident."""
+def datagram(case, ident, qpn=None):
+    """The IP datagram of case number ident (qpn: the destination QP of case
+    qpstate)."""
     if case == "short":
         packet = b"\x04\x00\xff\xff\x00\x00"
     elif case == "icrc":
@@ -87,10 +93,16 @@ def datagram(case, ident):
     elif case == "notours":
         body = bth(0x04, 17) + b"abcd"
         packet = None
+    elif case == "ipopts":
+        body = bth(0x04, 17) + b"abcd"
+        packet = None
+    elif case == "qpstate":
+        body = bth(0x04, qpn) + b"abcd"
+        packet = None
     else:
         raise ValueError(case)
     dst = IP_A_LO if case == "notours" else IP_A
-    if case in ("icrc", "noqp", "notours"):
+    if packet is None:
         n = len(body) + 4
         ip = ip_header(n, ident, dst)
         udp = struct.pack("!HHHH", 0xC000 + ident, ROCE_PORT, 8 + n, 0)
@@ -100,15 +112,21 @@ def datagram(case, ident):
         packet = body + bytes(crc)
     ip = ip_header(len(packet), ident, dst)
     udp = struct.pack("!HHHH", 0xC000 + ident, ROCE_PORT, 8 + len(packet), 0)
+    if case == "ipopts":
+        # One word of options (four NOPs): the ICRC has no rule for them.
+        ip = bytearray(ip)
+        ip[0] = 0x46
+        struct.pack_into("!H", ip, 2, 24 + 8 + len(packet))
+        ip = bytes(ip) + b"\x01\x01\x01\x01"
     return ip + udp + packet
 
 
-def send(case, count):
+def send(case, count, qpn=None):
     """Sends count datagrams of case from this namespace to A."""
     s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
     dst = IP_A_LO if case == "notours" else IP_A
     for i in range(count):
-        s.sendto(datagram(case, i + 1), (dst, 0))
+        s.sendto(datagram(case, i + 1, qpn), (dst, 0))
     s.close()
 
 
@@ -242,12 +260,38 @@ CASES = [
     ("opcode", "UNHANDLED_PROTO", "a reserved opcode", "drop_malformed"),
     ("noqp", "NO_SOCKET", "a QP number no QP has", "drop_no_qp"),
     ("notours", "OTHERHOST", "a destination none of A's GIDs", "drop_not_ours"),
+    ("ipopts", "UNHANDLED_PROTO", "IPv4 options", "drop_network_header"),
+    ("qpstate", "NOT_SPECIFIED", "the QP number of a queue pair in INIT",
+     "drop_qp_state"),
 ]
 
 
+def init_qp():
+    """Starts an ibv_rc_pingpong server in A, whose queue pair waits in INIT
+    for its client; returns (process, its QP number) or (process, None)."""
+    ga = gid_index(DEV_A, IP_A)
+    # A session of its own: `timeout` cannot pass SIGKILL on to the program.
+    srv = subprocess.Popen(
+        ["ip", "netns", "exec", NS_A, "timeout", "120", "ibv_rc_pingpong",
+         "-d", DEV_A, "-g", str(ga), "-p", "18702"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    for _ in range(40):
+        time.sleep(0.25)
+        r = run("ip", "netns", "exec", NS_A, "rdma", "-j", "resource", "show",
+                "qp", "link", f"{DEV_A}/1")
+        try:
+            qps = [q for q in json.loads(r.stdout)
+                   if q.get("type") == "RC" and q.get("state") == "INIT"]
+        except ValueError:
+            qps = []
+        if qps:
+            return srv, int(qps[0]["lqpn"])
+    return srv, None
+
+
 def main():
-    if len(sys.argv) == 4 and sys.argv[1] == "--send":
-        send(sys.argv[2], int(sys.argv[3]))
+    if len(sys.argv) in (4, 5) and sys.argv[1] == "--send":
+        send(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]) if len(sys.argv) == 5 else None)
         return 0
     teardown()
     err = setup()
@@ -278,10 +322,22 @@ def main():
                           f"{reason}", False, err)
                 RES.check(f"{DRV}: ... and counted in {name}", False, err)
                 continue
-            trace_write("trace", "")
-            r = run("ip", "netns", "exec", NS_B, sys.executable,
-                    os.path.abspath(__file__), "--send", case, str(COUNT))
-            time.sleep(1)
+            srv, qpn = init_qp() if case == "qpstate" else (None, None)
+            try:
+                if srv and qpn is None:
+                    RES.check(f"{DRV}: {COUNT} datagrams with {what} dropped as "
+                              f"{reason}", False, "no RC queue pair in INIT in A")
+                    RES.check(f"{DRV}: ... and counted in {name}", False, "not run")
+                    continue
+                trace_write("trace", "")
+                r = run("ip", "netns", "exec", NS_B, sys.executable,
+                        os.path.abspath(__file__), "--send", case, str(COUNT),
+                        *([str(qpn)] if qpn is not None else []))
+                time.sleep(1)
+            finally:
+                if srv:
+                    os.killpg(srv.pid, signal.SIGKILL)
+                    srv.wait()
             lines = [ln for ln in trace_read().splitlines()
                      if "kfree_skb:" in ln]
             ours = [ln for ln in lines if f"reason: {reason}" in ln

@@ -161,39 +161,15 @@ def recv_events():
     return out
 
 
-def receive():
-    """In A: the queue pairs, the packets from B, the checks."""
+def rc_from_b(pd, cq, ga, access, max_recv_wr=1):
+    """An RC queue pair of A ready to receive from B (RTR, PSN 0, path MTU
+    1024, B's QP number 0x12) through A's GID index ga."""
     from pyverbs.addr import AHAttr, GID, GlobalRoute
-    from pyverbs.cq import CQ
-    from pyverbs.device import Context
-    from pyverbs.mr import MR
-    from pyverbs.pd import PD
     from pyverbs.qp import QP, QPAttr, QPCap, QPInitAttr
-    from pyverbs.wr import SGE, RecvWR
     import pyverbs.enums as e
-    from rxe_rust_traffic import poll, ud_to_rts
 
-    ga = gid_index(DEV_A, IP_A)
-    RES.check(f"{DRV}: {DEV_A} has a RoCE v2 GID of {IP_A}", ga is not None, "")
-    if ga is None:
-        return
-    ctx = Context(name=DEV_A)
-    pd = PD(ctx)
-    cq = CQ(ctx, 16)
-    ud = QP(pd, QPInitAttr(qp_type=e.IBV_QPT_UD, scq=cq, rcq=cq,
-                           cap=QPCap(max_send_wr=1, max_recv_wr=8)))
-    ud_to_rts(ud, QKEY)
-    slot = GRH + max(UD_SIZES)
-    rmr = MR(pd, slot * 8, e.IBV_ACCESS_LOCAL_WRITE)
-    for i in range(8):
-        ud.post_recv(RecvWR(wr_id=i, num_sge=1,
-                            sg=[SGE(rmr.buf + i * slot, slot, rmr.lkey)]))
-
-    access = e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE
-    wmr = MR(pd, 2 * WRITE_LEN, access)
-    wmr.write(b"\0" * 2 * WRITE_LEN, 2 * WRITE_LEN)
     rc = QP(pd, QPInitAttr(qp_type=e.IBV_QPT_RC, scq=cq, rcq=cq,
-                           cap=QPCap(max_send_wr=1, max_recv_wr=1)))
+                           cap=QPCap(max_send_wr=1, max_recv_wr=max_recv_wr)))
     b_gid = "0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x" % tuple(
         socket.inet_aton(IP_B))
     attr = QPAttr()
@@ -209,6 +185,49 @@ def receive():
     attr.ah_attr = AHAttr(gr=GlobalRoute(dgid=GID(b_gid), sgid_index=ga),
                           is_global=1, port_num=1)
     rc.to_rtr(attr)
+    return rc
+
+
+def a_side(res, cq_depth):
+    """In A: the GID index of IP_A (a check in res), and a context, protection
+    domain and completion queue of cq_depth on DEV_A; None without the GID."""
+    from pyverbs.cq import CQ
+    from pyverbs.device import Context
+    from pyverbs.pd import PD
+
+    ga = gid_index(DEV_A, IP_A)
+    res.check(f"{DRV}: {DEV_A} has a RoCE v2 GID of {IP_A}", ga is not None, "")
+    if ga is None:
+        return None
+    ctx = Context(name=DEV_A)
+    return ga, ctx, PD(ctx), CQ(ctx, cq_depth)
+
+
+def receive():
+    """In A: the queue pairs, the packets from B, the checks."""
+    from pyverbs.mr import MR
+    from pyverbs.qp import QP, QPCap, QPInitAttr
+    from pyverbs.wr import SGE, RecvWR
+    import pyverbs.enums as e
+    from rxe_rust_traffic import poll, ud_to_rts
+
+    a = a_side(RES, 16)
+    if a is None:
+        return
+    ga, ctx, pd, cq = a
+    ud = QP(pd, QPInitAttr(qp_type=e.IBV_QPT_UD, scq=cq, rcq=cq,
+                           cap=QPCap(max_send_wr=1, max_recv_wr=8)))
+    ud_to_rts(ud, QKEY)
+    slot = GRH + max(UD_SIZES)
+    rmr = MR(pd, slot * 8, e.IBV_ACCESS_LOCAL_WRITE)
+    for i in range(8):
+        ud.post_recv(RecvWR(wr_id=i, num_sge=1,
+                            sg=[SGE(rmr.buf + i * slot, slot, rmr.lkey)]))
+
+    access = e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE
+    wmr = MR(pd, 2 * WRITE_LEN, access)
+    wmr.write(b"\0" * 2 * WRITE_LEN, 2 * WRITE_LEN)
+    rc = rc_from_b(pd, cq, ga, access)
 
     rng = random.Random(4791)
     payloads = [bytes(rng.randrange(256) for _ in range(n)) for n in UD_SIZES]
@@ -292,27 +311,34 @@ def receive():
               cerr or f"counters that moved: {moved}; completions: {len(late)}")
 
 
+def checks_in_a(res, script, receive):
+    """The main of a test whose checks run in A: with --receive, runs them
+    (receive, reporting to res); otherwise sets up the namespaces, runs
+    script --receive in A and tears down. Returns the exit status."""
+    if len(sys.argv) > 1 and sys.argv[1] == "--receive":
+        try:
+            receive()
+        except Exception as exc:  # a pyverbs error is a failed check, not a crash
+            res.check(f"{DRV}: the receiving side ran", False, repr(exc))
+        return res.report()
+    teardown()
+    err = setup()
+    if err:
+        res.check(f"{DRV}: set up the namespaces, veth and devices", False, err)
+        teardown()
+        return res.report()
+    r = subprocess.run(["ip", "netns", "exec", NS_A, sys.executable,
+                        os.path.abspath(script), "--receive"], timeout=300)
+    teardown()
+    return r.returncode
+
+
 def main():
     if len(sys.argv) > 1 and sys.argv[1] == "--send":
         return send(sys.argv[2:])
     if len(sys.argv) == 4 and sys.argv[1] == "--splice":
         return send_spliced(bytes.fromhex(sys.argv[2]), bytes.fromhex(sys.argv[3]))
-    if len(sys.argv) > 1 and sys.argv[1] == "--receive":
-        try:
-            receive()
-        except Exception as exc:  # a pyverbs error is a failed check, not a crash
-            RES.check(f"{DRV}: the receiving side ran", False, repr(exc))
-        return RES.report()
-    teardown()
-    err = setup()
-    if err:
-        RES.check(f"{DRV}: set up the namespaces, veth and devices", False, err)
-        teardown()
-        return RES.report()
-    r = subprocess.run(["ip", "netns", "exec", NS_A, sys.executable,
-                        os.path.abspath(__file__), "--receive"], timeout=300)
-    teardown()
-    return r.returncode
+    return checks_in_a(RES, __file__, receive)
 
 
 if __name__ == "__main__":

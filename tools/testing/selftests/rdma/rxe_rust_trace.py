@@ -98,6 +98,7 @@ def drops(idx_a):
         ("opcode", "malformed", None),
         ("noqp", "no_qp", str(net.NO_QPN)),
         ("notours", "not_ours", None),
+        ("ipopts", "network_header", None),
     ]
     for case, reason, qpn in cases:
         net.trace_write("trace", "")
