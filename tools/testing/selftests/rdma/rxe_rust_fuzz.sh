@@ -43,8 +43,9 @@ FUZZ_COUNT=${FUZZ_COUNT:-15000}
 # 16: one in 64, with every chunk live, aims as many packets at it. One in
 # 16 with every chunk live failed a READ of the bulk with a retry exceeded
 # error in one run of four (2026-11-29, open: Documentation/infiniband/
-# rxe_rust-datapath.rst, "Forged requests and the READ requester").
-FUZZ_LIVE_EVERY=64
+# rxe_rust-datapath.rst, "Forged requests and the READ requester"); make
+# long may set it lower to chase that.
+FUZZ_LIVE_EVERY=${FUZZ_LIVE_EVERY:-64}
 # The live queue pair is looked up again before each chunk of this many.
 FUZZ_CHUNK=5000
 BULK_MIB=4
@@ -207,8 +208,9 @@ trace_report() {
 # FUZZ_COUNT packets in chunks of FUZZ_CHUNK, each aimed (classes 5-7) at
 # the bulk run's queue pair of the moment, while bulk_loop runs.
 live_round() {
-	local bpid q d0 s0 d1 s1 i runs=0 bad=0 deadline sent=0 must=0 live=0 chunks=0 n frc=0 rounds=0
-	d0=$(drops) && s0=$(softnet_dropped) || return 1
+	local bpid q d0 s0 d1 s1 o0 o1 i runs=0 bad=0 deadline sent=0 must=0 live=0 chunks=0 n frc=0 rounds=0
+	local aimed=0 oversize=0
+	d0=$(drops) && s0=$(softnet_dropped) && o0=$(sequence_counters) || return 1
 	rm -f "$tmp"/bulk.*
 	touch "$tmp/fuzzing"
 	trace_start
@@ -237,12 +239,14 @@ live_round() {
 		fuzz $n -S $((2 + chunks)) ${q:+-q "$q"} -l $FUZZ_LIVE_EVERY || { frc=1; cat "$tmp/fuzz.out"; }
 		[ "$(report sent)" = $n ] || { echo "chunk $chunks: $(report sent) of $n sent"; frc=1; break; }
 		sent=$((sent + n)) must=$((must + $(report must_drop)))
+		aimed=$((aimed + $(report psn) + $(report rkey) + $(report oversize)))
+		oversize=$((oversize + $(report oversize)))
 	done
 	rm -f "$tmp/fuzzing"
 	wait $bpid
 	trace_stop
 	sleep 2
-	d1=$(drops) && s1=$(softnet_dropped) || return 1
+	d1=$(drops) && s1=$(softnet_dropped) && o1=$(sequence_counters) || return 1
 	for i in "$tmp"/bulk.*; do
 		runs=$((runs + 1))
 		tail -n 1 "$i" | grep -qx 'exit 0' || { bad=$((bad + 1)); sed 's/^/bulk| /' "$i"; }
@@ -252,10 +256,25 @@ live_round() {
 	echo "sent $sent in $chunks chunks, $live of them at a live queue pair (the last: $q)"
 	echo "$runs bulk runs, $rounds rounds of $BULK_MIB MiB, $bad runs failed"
 	echo "$DEV_A drop counters +$((d1 - d0)), softnet dropped +$((s1 - s0)); must be dropped: $must"
+	echo "$DEV_A out_of_seq_request and duplicate_request +$((o1 - o0)); aimed at the live queue pair, PSN far ahead: $aimed, $oversize of them past the MTU"
 	[ $bad -eq 0 ] || trace_report
 	trace_restore
+	# A packet aimed at the live queue pair is refused by its transport: a request counts as
+	# out of sequence, anything else (a response to nothing sent, an opcode the type does not
+	# have, a payload past the MTU) in drop_transport, among the drop counters. The bulk's own
+	# retries move the sequence counters too, but not the drop counters: a SEND past the bulk's
+	# path MTU (1024) is refused before its PSN is looked at, so those must all be there.
 	[ $frc -eq 0 ] && [ $sent -eq "$FUZZ_COUNT" ] && [ $live -eq $chunks ] && [ $bad -eq 0 ] &&
-		[ $runs -ge 1 ] && [ $((d1 - d0 + s1 - s0)) -ge "$must" ]
+		[ $runs -ge 1 ] && [ "$oversize" -gt 0 ] &&
+		[ $((d1 - d0 + s1 - s0)) -ge $((must + oversize)) ] &&
+		[ $((d1 - d0 + s1 - s0 + o1 - o0)) -ge $((must + aimed)) ]
+}
+
+# The sum of rxeA's counters of requests out of sequence and duplicate.
+sequence_counters() {
+	local a b
+	a=$(counter $DEV_A out_of_seq_request) && b=$(counter $DEV_A duplicate_request) &&
+		echo $((a + b))
 }
 
 ktap_print_header
@@ -275,7 +294,7 @@ run_check "RoCE v2 GIDs on both devices" find_gids
 run_check "$FUZZ_QUIET hostile packets with no queue pair: none reaches a transport, each one in a drop counter" \
 	quiet_round
 RUN_TIMEOUT=1800 run_check \
-	"$FUZZ_COUNT hostile packets while $BULK_MIB MiB WRITE then READ runs across: every run reads back what it wrote, the certain drops all counted" \
+	"$FUZZ_COUNT hostile packets while $BULK_MIB MiB WRITE then READ runs across: every run reads back what it wrote, the certain drops all counted, those aimed at its queue pair refused and counted" \
 	live_round
 run_check "the hostile packets left the kernel log quiet (at most 20 lines of $DRV)" log_quiet
 # The bulk runs took TCP ports in a subshell: the next ones start past them.

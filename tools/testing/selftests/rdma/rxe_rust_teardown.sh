@@ -15,7 +15,8 @@
 # programs get REMOVAL_GRACE s, then are stopped; the removal must be done
 # REMOVAL_TIMEOUT s after that, with what it removes gone, and the next
 # round sets up again what it needs and must carry traffic (after the rmmod
-# round, that the driver works after an unload). Nothing may be stuck in
+# round, that the driver works after an unload; after the last round, a
+# check of its own does the same). Nothing may be stuck in
 # the kernel and the kernel log must stay clean; kmemleak's scan at the end
 # of the selftest run covers leaks.
 #
@@ -68,7 +69,7 @@ for kind in "${KINDS[@]}"; do
 		;;
 	esac
 done
-CHECKS=$((${#KINDS[@]} + 2))
+CHECKS=$((${#KINDS[@]} + 3))
 TRAFFIC_PIDS=
 
 # Brings back whatever of setup() is missing: the module, the namespaces,
@@ -232,6 +233,23 @@ rounds() {
 	cat "$tmp/round"
 }
 
+# After the last round's removal, as a next round would: set up again what it
+# removed, and traffic must flow (after rmmod, the module loads and works).
+traffic_after() {
+	# Programs a failed round left.
+	stop_all $TRAFFIC_PIDS || { WEDGED=1; return 1; }
+	TRAFFIC_PIDS=
+	bounded 120 ensure_setup || { echo "set-up failed"; return 1; }
+	find_gids4 || return 1
+	traffic_start || {
+		stop_all $TRAFFIC_PIDS || WEDGED=1
+		TRAFFIC_PIDS=
+		return 1
+	}
+	stop_all $TRAFFIC_PIDS || { WEDGED=1; return 1; }
+	TRAFFIC_PIDS=
+}
+
 final_teardown() {
 	teardown_steps
 	! module_loaded $DRV
@@ -249,6 +267,9 @@ for kind in "${KINDS[@]}"; do
 	run_check "$TEARDOWN_ROUNDS rounds of $(removal_name "$kind") under ib_write_bw" \
 		rounds "$kind"
 done
+[ -n "$WEDGED" ] && NOT_RUN="a process is stuck in the kernel"
+run_check "after the last removal ($(removal_name "${KINDS[-1]}")), set up again: ib_write_bw across" \
+	traffic_after
 NOT_RUN=
 [ -n "$WEDGED" ] && NOT_RUN="a process is stuck in the kernel"
 run_check "everything removed, $DRV unloaded" bounded 120 final_teardown
