@@ -82,13 +82,12 @@ pub(crate) enum DropReason {
     QpState,
     /// Its queue pair was reset or destroyed while the datagram waited for it.
     Purge,
+    /// Its queue pair's transport refused it (a payload past the MTU, an opcode the type does
+    /// not have, a response to nothing outstanding); the transport frees it.
+    Transport,
 }
 
 impl DropReason {
-    /// The name the `rxe_rust:rxe_rust_drop` tracepoint reports for a packet its queue pair's
-    /// transport refused (counted in `drop_transport`).
-    pub(crate) const TRANSPORT: &'static CStr = c"transport";
-
     /// Returns the reason's name, as the `rxe_rust:rxe_rust_drop` tracepoint reports it.
     pub(crate) fn name(self) -> &'static CStr {
         match self {
@@ -104,6 +103,7 @@ impl DropReason {
             Self::Busy => c"busy",
             Self::QpState => c"qp_state",
             Self::Purge => c"purge",
+            Self::Transport => c"transport",
         }
     }
 
@@ -133,6 +133,7 @@ impl DropReason {
             Self::Busy => Counter::DropBusy,
             Self::QpState => Counter::DropQpState,
             Self::Purge => Counter::DropPurge,
+            Self::Transport => Counter::DropTransport,
         }
     }
 
@@ -155,6 +156,7 @@ impl DropReason {
             Self::Busy => SkbDropReason::SocketRcvbuff,
             Self::QpState => SkbDropReason::NotSpecified,
             Self::Purge => SkbDropReason::QueuePurge,
+            Self::Transport => SkbDropReason::NotSpecified,
         }
     }
 }

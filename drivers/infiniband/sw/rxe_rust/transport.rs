@@ -1656,12 +1656,10 @@ impl Output for Io<'_> {
             RoceCounter::RetryExceeded => Counter::RetryExceededErr,
             RoceCounter::RnrRetryExceeded => Counter::RetryRnrExceededErr,
             RoceCounter::DroppedPackets => {
-                // A packet the transport refused (a payload past the MTU, an opcode the type
-                // does not have, a response to nothing outstanding) is a drop like the
-                // receive path's, traced with its reason.
+                // A drop like the receive path's: counted and traced with its reason.
                 let shared = self.env.shared;
-                trace::rx_drop(shared.dev_index, shared.number(), DropReason::TRANSPORT);
-                Counter::DropTransport
+                DropReason::Transport.report(self.env.counters, shared.dev_index, shared.number());
+                return;
             }
             RoceCounter::TailProbe => Counter::TailProbe,
             _ => return,
