@@ -70,12 +70,8 @@ impl UserBuffer {
         let ptr = unsafe { bindings::vmalloc_user_noprof(len as c_ulong) };
         let ptr = NonNull::new(ptr.cast::<u8>()).ok_or(ENOMEM)?;
         // INVARIANT: `ptr` holds `len` bytes, a multiple of the page size.
-        Arc::new(Self { ptr, len }, GFP_KERNEL).map_err(|_| {
-            // The allocation of the `Arc` failed: free the buffer ourselves.
-            // SAFETY: `ptr` came from `vmalloc_user` and is not used after this.
-            unsafe { bindings::vfree(ptr.as_ptr().cast()) };
-            ENOMEM
-        })
+        // If the `Arc` cannot be allocated, the buffer is dropped with it, which frees it.
+        Ok(Arc::new(Self { ptr, len }, GFP_KERNEL)?)
     }
 
     /// Returns the length in bytes.

@@ -1416,7 +1416,13 @@ impl Output for Io<'_> {
         }
         let discard = &mut self.tx.discard;
         discard.clear();
-        discard.reserve(len, GFP_ATOMIC).ok()?;
+        if discard.reserve(len, GFP_ATOMIC).is_err() {
+            // Not even room to build it and drop it: the sender stops here and goes on a jiffy
+            // from now, as after a local drop. Stopped with nothing to wake it, a queue pair
+            // with nothing in flight would wait for good (a UC or UD send, a first request).
+            self.retry_later();
+            return None;
+        }
         self.discard = true;
         Some(self.buf.insert(TxBuf::Local(core::mem::take(discard))))
     }

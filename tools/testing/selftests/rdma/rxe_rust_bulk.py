@@ -31,9 +31,11 @@ from pyverbs.cq import CQ
 from pyverbs.device import Context
 from pyverbs.mr import MR
 from pyverbs.pd import PD
-from pyverbs.qp import QP, QPAttr, QPCap, QPInitAttr
+from pyverbs.qp import QP, QPCap, QPInitAttr
 from pyverbs.wr import SGE, SendWR
 import pyverbs.enums as e
+
+from rxe_rust_traffic import rc_connect
 
 DEPTH = 8
 ACCESS = (e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE |
@@ -84,25 +86,10 @@ class End:
                 "rkey": self.mr.rkey}
 
     def connect(self, peer):
-        attr = QPAttr()
-        attr.qp_state = e.IBV_QPS_INIT
-        attr.pkey_index = 0
-        attr.port_num = 1
-        attr.qp_access_flags = ACCESS
-        attr.path_mtu = self.mtu
-        attr.dest_qp_num = peer["qpn"]
-        attr.rq_psn = 0
-        attr.sq_psn = 0
-        attr.max_dest_rd_atomic = DEPTH
-        attr.max_rd_atomic = DEPTH
-        attr.min_rnr_timer = 12
-        attr.timeout = 14
-        attr.retry_cnt = 7
-        attr.rnr_retry = 7
-        attr.ah_attr = AHAttr(gr=GlobalRoute(dgid=GID(val=peer["gid"]),
-                                             sgid_index=self.gid_index),
-                              is_global=1, port_num=1)
-        self.qp.to_rts(attr)
+        rc_connect(self.qp, peer["qpn"],
+                   AHAttr(gr=GlobalRoute(dgid=GID(val=peer["gid"]), sgid_index=self.gid_index),
+                          is_global=1, port_num=1),
+                   access=ACCESS, path_mtu=self.mtu, rd_atomic=DEPTH)
 
     def transfer(self, opcode, peer, size, chunk):
         """Posts `size` bytes of `opcode` in work requests of `chunk` bytes, DEPTH at a

@@ -165,26 +165,17 @@ def rc_from_b(pd, cq, ga, access, max_recv_wr=1):
     """An RC queue pair of A ready to receive from B (RTR, PSN 0, path MTU
     1024, B's QP number 0x12) through A's GID index ga."""
     from pyverbs.addr import AHAttr, GID, GlobalRoute
-    from pyverbs.qp import QP, QPAttr, QPCap, QPInitAttr
+    from pyverbs.qp import QP, QPCap, QPInitAttr
     import pyverbs.enums as e
+    from rxe_rust_traffic import rc_connect
 
     rc = QP(pd, QPInitAttr(qp_type=e.IBV_QPT_RC, scq=cq, rcq=cq,
                            cap=QPCap(max_send_wr=1, max_recv_wr=max_recv_wr)))
     b_gid = "0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x" % tuple(
         socket.inet_aton(IP_B))
-    attr = QPAttr()
-    attr.qp_state = e.IBV_QPS_INIT
-    attr.pkey_index = 0
-    attr.port_num = 1
-    attr.qp_access_flags = access
-    attr.path_mtu = e.IBV_MTU_1024
-    attr.dest_qp_num = 0x12
-    attr.rq_psn = 0
-    attr.max_dest_rd_atomic = 1
-    attr.min_rnr_timer = 12
-    attr.ah_attr = AHAttr(gr=GlobalRoute(dgid=GID(b_gid), sgid_index=ga),
-                          is_global=1, port_num=1)
-    rc.to_rtr(attr)
+    rc_connect(rc, 0x12, AHAttr(gr=GlobalRoute(dgid=GID(b_gid), sgid_index=ga),
+                                is_global=1, port_num=1),
+               rts=False, access=access)
     return rc
 
 

@@ -25,12 +25,13 @@ from pyverbs.cq import CQ
 from pyverbs.device import Context
 from pyverbs.mr import MR
 from pyverbs.pd import PD
-from pyverbs.qp import QP, QPAttr, QPCap, QPInitAttr
+from pyverbs.qp import QP, QPCap, QPInitAttr
 from pyverbs.srq import SRQ, SrqAttr, SrqInitAttr
 import pyverbs.enums as e
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from rxe_rust_ktap import DEV, Results, on_device  # noqa: E402
+from rxe_rust_traffic import rc_connect  # noqa: E402
 
 GID_INDEX = 1
 MR_LEN = 3 * 4096 + 100
@@ -54,24 +55,9 @@ def show(kind):
 
 
 def connect(qp, gid, dest_qpn, sq_psn, rq_psn):
-    attr = QPAttr()
-    attr.qp_state = e.IBV_QPS_INIT
-    attr.pkey_index = 0
-    attr.port_num = 1
-    attr.qp_access_flags = ACCESS
-    attr.path_mtu = e.IBV_MTU_1024
-    attr.dest_qp_num = dest_qpn
-    attr.rq_psn = rq_psn
-    attr.sq_psn = sq_psn
-    attr.max_dest_rd_atomic = 1
-    attr.max_rd_atomic = 1
-    attr.min_rnr_timer = 12
-    attr.timeout = 14
-    attr.retry_cnt = 7
-    attr.rnr_retry = 7
-    attr.ah_attr = AHAttr(gr=GlobalRoute(dgid=gid, sgid_index=GID_INDEX),
-                          is_global=1, port_num=1)
-    qp.to_rts(attr)
+    rc_connect(qp, dest_qpn, AHAttr(gr=GlobalRoute(dgid=gid, sgid_index=GID_INDEX),
+                                    is_global=1, port_num=1),
+               access=ACCESS, sq_psn=sq_psn, rq_psn=rq_psn)
 
 
 def normalise(entry, names):

@@ -102,6 +102,32 @@ def poll(cq, n, timeout=10.0):
     return got
 
 
+def rc_connect(qp, dest_qpn, ah_attr, rts=True, retry_cnt=7, rnr_retry=7, timeout=14,
+               access=ACCESS, sq_psn=0, rq_psn=0, path_mtu=e.IBV_MTU_1024, rd_atomic=1):
+    """Moves the RC queue pair qp to RTS (RTR with rts=False), its peer dest_qpn through
+    ah_attr, with rd_atomic READs or atomics outstanding each way."""
+    attr = QPAttr()
+    attr.qp_state = e.IBV_QPS_INIT
+    attr.pkey_index = 0
+    attr.port_num = 1
+    attr.qp_access_flags = access
+    attr.path_mtu = path_mtu
+    attr.dest_qp_num = dest_qpn
+    attr.rq_psn = rq_psn
+    attr.sq_psn = sq_psn
+    attr.max_dest_rd_atomic = rd_atomic
+    attr.max_rd_atomic = rd_atomic
+    attr.min_rnr_timer = 12
+    attr.timeout = timeout
+    attr.retry_cnt = retry_cnt
+    attr.rnr_retry = rnr_retry
+    attr.ah_attr = ah_attr
+    if rts:
+        qp.to_rts(attr)
+    else:
+        qp.to_rtr(attr)
+
+
 class Pair:
     def __init__(self, ctx):
         self.ctx = ctx
@@ -115,24 +141,9 @@ class Pair:
         self.gid = ctx.query_gid(1, GID_INDEX)
 
     def connect(self, qp, dest_qpn, retry_cnt=7, rnr_retry=7, timeout=14, access=ACCESS):
-        attr = QPAttr()
-        attr.qp_state = e.IBV_QPS_INIT
-        attr.pkey_index = 0
-        attr.port_num = 1
-        attr.qp_access_flags = access
-        attr.path_mtu = e.IBV_MTU_1024
-        attr.dest_qp_num = dest_qpn
-        attr.rq_psn = 0
-        attr.sq_psn = 0
-        attr.max_dest_rd_atomic = 1
-        attr.max_rd_atomic = 1
-        attr.min_rnr_timer = 12
-        attr.timeout = timeout
-        attr.retry_cnt = retry_cnt
-        attr.rnr_retry = rnr_retry
-        attr.ah_attr = AHAttr(gr=GlobalRoute(dgid=self.gid, sgid_index=GID_INDEX),
-                              is_global=1, port_num=1)
-        qp.to_rts(attr)
+        rc_connect(qp, dest_qpn, AHAttr(gr=GlobalRoute(dgid=self.gid, sgid_index=GID_INDEX),
+                                        is_global=1, port_num=1),
+                   retry_cnt=retry_cnt, rnr_retry=rnr_retry, timeout=timeout, access=access)
 
     def mr(self, size):
         return MR(self.pd, size, ACCESS)
