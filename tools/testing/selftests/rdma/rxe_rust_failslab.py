@@ -13,43 +13,56 @@ each side, as in rxe_rust_drops.py; this process uses both devices.
   fail-nth), for N = 1, 2, ... until it runs without reaching an Nth. Each
   attempt whose allocation failed must fail with ENOMEM or succeed (an
   allocation the driver can do without), and the verb must succeed in the end.
-- Destroying each kind of object with its first allocation failed: it must
-  succeed.
+- Destroying each kind of object, with each of its allocations in the
+  driver failed in turn: it must succeed.
 - Every atomic allocation of the driver in this process fails while it posts
   a SEND across, on a UC and on an RC queue pair: the doorbell's run gets no
   buffer for the packet, not even one to drop it in, and the message must
-  still arrive, byte for byte (the queue pair runs again a jiffy later, from
-  its worker). Before 2026-12-06 the run stopped there with nothing to wake
-  it, and the message never left.
+  still arrive, byte for byte, the failed send counted in send_err (the
+  queue pair runs again a jiffy later, from its worker). Before 2026-12-06
+  the run stopped there with nothing to wake it, and the message never
+  left.
 - One in FAIL_PERCENT of the driver's atomic allocations, in any context,
   fails while RC traffic runs across (RDMA WRITE then READ of 1 MiB, SENDs,
   fetch-and-adds): every work request completes with success, the bytes
   compare, each fetch-and-add returns a value of its own (a lost response is
   answered again, not executed again) and the sum is right, send_err moved,
   and failures were injected.
+- With FAILSLAB_RPING=1 only (open, see rxe_rust.rst "Allocation
+  failures"): the same while rping -V connects across over rdma_cm (its
+  MADs through both devices' QP1, a kernel queue pair) and verifies PINGS
+  pings. It fails today: the connection is refused or disconnected.
 - Afterwards, with nothing failing, traffic across works, and once this
   process closed its objects, `rdma resource` counts as many of each on
   both devices as before it opened them; the run's kmemleak scan at the end
   covers what the error paths might leak.
 
-Usage: rxe_rust_failslab.py
+Usage: [FAILSLAB_RPING=1] rxe_rust_failslab.py
 """
 
 import errno
 import os
 import re
+import signal
+import struct
+import subprocess
 import sys
 import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from rxe_rust_drops import (  # noqa: E402
-    DEV_A, DEV_B, IP_A, IP_B, counter, gid_index, run, setup, teardown)
+    DEV_A, DEV_B, IP_A, IP_B, NS_A, NS_B, counter, gid_index, run, setup, teardown)
 from rxe_rust_ktap import Results  # noqa: E402
 
 DRV = "rdma_rxe_rust"
 DEBUGFS = "/sys/kernel/debug"
 FAULTS = ("failslab", "fail_page_alloc")
+# The attributes this test sets, saved before and put back after (a later suite of the same
+# boot must find them as they were); probability first, so that nothing fails meanwhile.
+ATTRS = ("probability", "interval", "times", "space", "verbose", "task-filter",
+         "stacktrace-depth", "require-start", "require-end", "ignore-gfp-wait")
+PAGE_ATTRS = ("min-order", "ignore-gfp-highmem")
 # A verb whose allocations all failed in turn runs within this many.
 MAX_NTH = 400
 FAIL_PERCENT = 5
@@ -61,6 +74,11 @@ SENDS = 50
 SEND_LEN = 4000
 ATOMICS = 50
 TRAFFIC_TIMEOUT = 300
+# rping across over rdma_cm while allocations fail: its connection's MADs go through both
+# devices' QP1, a kernel queue pair.
+PINGS = 20
+RPING_PORT = "18750"
+RPING_TIMEOUT = 60
 # What the kernel must not print (tests/run fails the whole run on the same).
 BAD_LOG = re.compile(
     r"WARNING:|BUG:|Oops|general protection|refcount_t:|list_(add|del) corruption|"
@@ -81,17 +99,53 @@ def fault_read(name, attr):
         return f.read().strip()
 
 
-def module_text():
-    """The driver's text, as [start, end): its first function to 4 KiB past its last."""
-    addrs = []
-    with open("/proc/kallsyms") as f:
-        for line in f:
-            parts = line.split()
-            if len(parts) == 4 and parts[3] == f"[{DRV}]" and parts[1] in "tT":
-                addrs.append(int(parts[0], 16))
-    if not addrs or min(addrs) == 0:
+def elf_section_size(path, want):
+    """The size of section want of the ELF64 little-endian file at path, or None."""
+    with open(path, "rb") as f:
+        data = f.read()
+    if data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
         return None
-    return min(addrs), max(addrs) + 4096
+    (shoff,) = struct.unpack_from("<Q", data, 0x28)
+    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", data, 0x3A)
+
+    def header(i):
+        # sh_name, sh_type, sh_flags, sh_addr, sh_offset, sh_size
+        return struct.unpack_from("<IIQQQQ", data, shoff + i * shentsize)
+    names = header(shstrndx)[4]
+    for i in range(shnum):
+        name, size = header(i)[0], header(i)[5]
+        at = names + name
+        if data[at:data.index(b"\0", at)] == want.encode():
+            return size
+    return None
+
+
+def module_text():
+    """The driver's .text as [start, end): where it was loaded, and its size in the module
+    file. Exact, so that no other module's code next to it counts as the driver's."""
+    try:
+        with open(f"/sys/module/{DRV}/sections/.text") as f:
+            start = int(f.read().strip(), 16)
+    except (OSError, ValueError):
+        return None
+    path = run("modinfo", "-n", DRV).stdout.strip()
+    size = elf_section_size(path, ".text") if path.endswith(".ko") else None
+    if not start or not size:
+        return None
+    return start, start + size
+
+
+def faults_save():
+    """[(fault, attribute, value)] of every attribute this test sets."""
+    return [(name, attr, fault_read(name, attr)) for name in FAULTS
+            for attr in ATTRS + (PAGE_ATTRS if name == "fail_page_alloc" else ())]
+
+
+def faults_restore(saved):
+    for name in FAULTS:
+        fault_write(name, "probability", 0)
+    for name, attr, value in saved:
+        fault_write(name, attr, value)
 
 
 def faults_setup(text):
@@ -293,20 +347,33 @@ def verb_sweeps(nth, a, b):
           lambda qp: rc_connect(qp, 0x12, a.route_to(b)), lambda qp, _: close(qp))
     close(srq)
 
-    # Destroying takes no allocation that can fail it.
+    # Destroying: with each of its allocations under the driver failed in turn, it succeeds.
     for kind, make in (("PD", lambda: PD(a.ctx)), ("CQ", lambda: CQ(a.ctx, 64)),
                        ("MR", lambda: MR(a.pd, 4096, ACCESS)),
                        ("MW", lambda: MW(a.pd, e.IBV_MW_TYPE_2)),
                        ("AH", lambda: AH(a.pd, attr=a.route_to(b))),
                        ("SRQ", lambda: SRQ(a.pd, SrqInitAttr(SrqAttr(max_wr=16)))),
                        ("RC QP", lambda: a.qp(e.IBV_QPT_RC))):
+        destroy_sweep(nth, kind, make)
+
+
+def destroy_sweep(nth, kind, make):
+    """Destroys an object of kind (made by make()) with its Nth allocation under the driver
+    failed, N = 1, 2, ... until one destroy reaches no Nth. A check in RES."""
+    desc = (f"{DRV}: destroy a {kind} with each of its allocations in the driver failed in "
+            "turn: it succeeds")
+    for n in range(1, MAX_NTH + 1):
         obj = make()
-        nth.arm(1)
+        nth.arm(n)
         _, err = attempt(obj.close)
         hit = nth.injected()
-        RES.check(f"{DRV}: destroy a {kind} with its first allocation in the driver failed",
-                  err is None, f"{err or 'success'}; a failure {'was' if hit else 'was not'} "
-                  "injected")
+        if err is not None:
+            RES.check(desc, False, f"with its allocation {n} failed: {err}")
+            return
+        if not hit:
+            RES.check(desc, True, f"{n - 1} allocations")
+            return
+    RES.check(desc, False, f"still reaching a {MAX_NTH}th allocation")
 
 
 def wait_for(cq, n, timeout):
@@ -333,6 +400,7 @@ def doorbell_without_memory(a, b, qp_type, kind):
     a.mr.write(bytes(SEND_LEN), SEND_LEN, 0)
     b.mr.write(payload, SEND_LEN, 0)
     qa.post_recv(recv)
+    send_err = counter(DEV_B, "send_err")
     for name in FAULTS:
         fault_write(name, "ignore-gfp-wait", "Y")
         fault_write(name, "task-filter", "Y")
@@ -353,12 +421,15 @@ def doorbell_without_memory(a, b, qp_type, kind):
             fault_write(name, "ignore-gfp-wait", "N")
     sent = wait_for(cqb, 1, 10)
     landed = a.mr.read(SEND_LEN, 0) == payload
+    # The packet's skb was not allocated (counted), and neither was the buffer to drop it in.
+    failed_sends = counter(DEV_B, "send_err") - send_err
     RES.check(f"{DRV}: a {kind} SEND posted while every atomic allocation of the driver in the "
               "posting task fails arrives, byte for byte",
-              warm == 2 and injected > 0 and len(got) == 1
+              warm == 2 and injected > 0 and failed_sends > 0 and len(got) == 1
               and got[0].status == e.IBV_WC_SUCCESS and landed
               and len(sent) == 1 and sent[0].status == e.IBV_WC_SUCCESS,
-              f"{warm} of 2 completions of the first message; {injected} allocations failed; "
+              f"{warm} of 2 completions of the first message; {injected} allocations failed, "
+              f"{DEV_B} send_err +{failed_sends}; "
               f"receive {[w.status for w in got] or 'none in 10 s'} after {took:.2f} s, send "
               f"{[w.status for w in sent] or 'none'}, bytes {'equal' if landed else 'differ'}")
     close(qa, qb, cqa, cqb)
@@ -463,6 +534,57 @@ def traffic_with_failures(a, b):
               f"{diag}; {injected} allocations failed, send_err +{moved}")
 
 
+def cm_listening():
+    r = run("ip", "netns", "exec", NS_A, "rdma", "resource", "show", "cm_id")
+    return any("state LISTEN" in ln and f":{RPING_PORT}" in ln for ln in r.stdout.splitlines())
+
+
+def rping_with_failures():
+    """rping -V across over rdma_cm while one in FAIL_PERCENT of the driver's atomic
+    allocations fails, in any context: the connection's MADs through QP1 (a kernel queue
+    pair), then PINGS pings verified."""
+    # Line-buffered: a side stopped by its time-out still shows what it printed.
+    cmd = ["stdbuf", "-oL", "rping", "-v", "-V", "-a", IP_A, "-p", RPING_PORT, "-C", str(PINGS),
+           "-S", "1000"]
+    server = subprocess.Popen(["ip", "netns", "exec", NS_A, "timeout", str(RPING_TIMEOUT),
+                               *cmd, "-s"], stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True)
+    deadline = time.time() + 30
+    while not cm_listening() and server.poll() is None and time.time() < deadline:
+        time.sleep(0.2)
+    for name in FAULTS:
+        fault_write(name, "ignore-gfp-wait", "Y")
+        fault_write(name, "times", TIMES)
+        fault_write(name, "probability", FAIL_PERCENT)
+    try:
+        client = run("ip", "netns", "exec", NS_B, "timeout", str(RPING_TIMEOUT), *cmd, "-c")
+        try:
+            out, _ = server.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            out, _ = server.communicate()
+    finally:
+        faults_off()
+    injected = sum(TIMES - int(fault_read(name, "times")) for name in FAULTS)
+    for name in FAULTS:
+        fault_write(name, "times", -1)
+    pings = client.stdout.count("ping data: ")
+    stats = {d: {c: counter(d, c) for c in ("completer_retry_err", "rcvd_rnr_err", "send_err",
+                                            "retry_exceeded_err", "retry_rnr_exceeded_err",
+                                            "duplicate_request", "out_of_seq_request",
+                                            "rcvd_seq_err", "send_rnr_err")}
+             for d in (DEV_A, DEV_B)}
+    ok = (client.returncode == 0 and server.returncode == 0 and pings == PINGS
+          and "mismatch" not in client.stdout + out)
+    RES.check(f"{DRV}: rping -V -C {PINGS} across over rdma_cm while {FAIL_PERCENT} % of the "
+              "driver's atomic allocations fail: connected, every ping verified",
+              ok and injected > 0,
+              f"client exit {client.returncode}, {pings} pings; server exit "
+              f"{server.returncode}; {injected} allocations failed; client: "
+              f"{' | '.join(ln[:120] for ln in (client.stdout + client.stderr).strip().splitlines()[-4:])}"
+              f"; server: {' | '.join(ln[:120] for ln in out.strip().splitlines()[-6:])}; {stats}")
+
+
 def resources():
     """Both devices' lines of `rdma resource show` (how many of each object they have)."""
     r = run("rdma", "resource", "show")
@@ -486,37 +608,43 @@ def log_reports(mark):
 
 
 def main():
+    # A time-out's SIGTERM ends the test through its finally blocks: the faults are put back.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     mark = log_marker()
     teardown()
     err = setup()
     RES.check(f"{DRV}: set up two namespaces, a veth, {DEV_A} and {DEV_B}", not err, err)
     text = module_text() if not err else None
-    have = all(os.path.isdir(f"{DEBUGFS}/{n}") for n in FAULTS)
+    have = (all(os.path.exists(f"{DEBUGFS}/{n}/require-start") for n in FAULTS)
+            and os.path.exists("/proc/self/make-it-fail"))
     RES.check(f"{DRV}: the kernel fails allocations on demand under the driver's text",
               text is not None and have,
-              f"text {text and [hex(x) for x in text]}; failslab and fail_page_alloc "
-              f"{'in' if have else 'not in'} debugfs")
+              f"text {text and [hex(x) for x in text]}; failslab and fail_page_alloc with the "
+              f"stack-trace filter {'in' if have else 'not in'} debugfs")
     if err or text is None or not have:
         teardown()
         return RES.report()
     import pyverbs.enums as e
 
-    faults_setup(text)
+    saved = faults_save()
     before = resources()
     a = b = None
     try:
+        faults_setup(text)
         a, b = End(DEV_A, IP_A), End(DEV_B, IP_B)
         nth = FailNth()
         verb_sweeps(nth, a, b)
         doorbell_without_memory(a, b, e.IBV_QPT_UC, "UC")
         doorbell_without_memory(a, b, e.IBV_QPT_RC, "RC")
         traffic_with_failures(a, b)
+        if os.environ.get("FAILSLAB_RPING") == "1":
+            rping_with_failures()
         ok, diag = rc_traffic(a, b)
         RES.check(f"{DRV}: the same traffic afterwards, nothing failing", ok, diag)
     except Exception as ex:  # a crash of the test is a failure, reported
         RES.check(f"{DRV}: the test ran to its end", False, repr(ex))
     finally:
-        faults_off()
+        faults_restore(saved)
         close(a, b)
     after = resources()
     RES.check(f"{DRV}: the devices hold as many objects as before (rdma resource)",
