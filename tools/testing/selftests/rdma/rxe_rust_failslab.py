@@ -560,7 +560,6 @@ def rping_with_failures():
     """rping -V across over rdma_cm while one in FAIL_PERCENT of the driver's atomic
     allocations fails, in any context: the connection's MADs through QP1 (a kernel queue
     pair), then PINGS pings verified."""
-    # Line-buffered: a side stopped by its time-out still shows what it printed.
     # uverbs drops a completion event whose entry it cannot allocate (GFP_ATOMIC, in
     # ib_uverbs_comp_handler, which the driver calls): rping, which waits for events, then
     # waits for good, under either driver. Those allocations are left alone.
@@ -568,6 +567,7 @@ def rping_with_failures():
     for name in FAULTS:
         fault_write(name, "reject-start", comp[0])
         fault_write(name, "reject-end", comp[1])
+    # Line-buffered: a side stopped by its time-out still shows what it printed.
     cmd = ["stdbuf", "-oL", "rping", "-v", "-V", "-a", IP_A, "-p", RPING_PORT, "-C", str(PINGS),
            "-S", "1000"]
     # In a session of its own: a kill reaches rping itself, not only the timeout(1) above it,
