@@ -42,7 +42,6 @@ Usage: [FAILSLAB_RPING=1] rxe_rust_failslab.py
 
 import errno
 import os
-import re
 import signal
 import struct
 import subprocess
@@ -53,7 +52,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from rxe_rust_drops import (  # noqa: E402
     DEV_A, DEV_B, IP_A, IP_B, NS_A, NS_B, counter, gid_index, run, setup, teardown)
-from rxe_rust_ktap import Results  # noqa: E402
+from rxe_rust_ktap import Results, log_marker, log_reports  # noqa: E402
 
 DRV = "rdma_rxe_rust"
 DEBUGFS = "/sys/kernel/debug"
@@ -80,12 +79,6 @@ TRAFFIC_TIMEOUT = 300
 PINGS = 20
 RPING_PORT = "18750"
 RPING_TIMEOUT = 60
-# What the kernel must not print (tests/run fails the whole run on the same).
-BAD_LOG = re.compile(
-    r"WARNING:|BUG:|Oops|general protection|refcount_t:|list_(add|del) corruption|"
-    r"UBSAN|KASAN|Kernel panic|INFO: task .* blocked|ODEBUG:|"
-    r"possible (circular|recursive) locking|inconsistent lock state|"
-    r"suspicious RCU usage|unreferenced object|panicked at|stack-protector")
 
 RES = Results()
 
@@ -617,21 +610,6 @@ def resources():
     r = run("rdma", "resource", "show")
     return sorted(ln.split(":", 1)[1].strip() for ln in r.stdout.splitlines()
                   if f" {DEV_A}:" in ln or f" {DEV_B}:" in ln)
-
-
-def log_marker():
-    """Writes a marker into the kernel log; returns it."""
-    mark = f"rxe_rust_failslab: start {os.getpid()} {time.time()}"
-    with open("/dev/kmsg", "w") as f:
-        f.write(mark + "\n")
-    return mark
-
-
-def log_reports(mark):
-    """Lines of the kernel log after mark that report a problem."""
-    log = run("dmesg").stdout.splitlines()
-    at = max((i for i, ln in enumerate(log) if mark in ln), default=-1)
-    return [ln for ln in log[at + 1:] if BAD_LOG.search(ln)]
 
 
 def main():

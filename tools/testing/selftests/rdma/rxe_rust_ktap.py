@@ -1,10 +1,20 @@
 # SPDX-License-Identifier: GPL-2.0
 """Shared helpers of the rdma_rxe_rust python selftests: results and KTAP."""
 
+import os
+import re
 import subprocess
 import time
 
 DEV = "rxe0"
+# What the kernel must not print (tests/run fails the whole run on the same), a Rust panic
+# and a BUG_ON included.
+BAD_LOG = re.compile(
+    r"WARNING:|BUG:|Oops|general protection|refcount_t:|list_(add|del) corruption|"
+    r"UBSAN|KASAN|Kernel panic|INFO: task .* blocked|ODEBUG:|"
+    r"possible (circular|recursive) locking|inconsistent lock state|"
+    r"suspicious RCU usage|unreferenced object|panicked at|stack-protector|kernel BUG|"
+    r"rust_panic")
 
 
 class Results:
@@ -64,3 +74,18 @@ def on_device(res, drv, scenario, netdev="eth0"):
     finally:
         subprocess.run(["rdma", "link", "del", DEV])
         subprocess.run(["rmmod", drv])
+
+
+def log_marker():
+    """Writes a marker into the kernel log; returns it."""
+    mark = f"rxe_rust selftest: start {os.getpid()} {time.time()}"
+    with open("/dev/kmsg", "w") as f:
+        f.write(mark + "\n")
+    return mark
+
+
+def log_reports(mark):
+    """Lines of the kernel log after mark that report a problem."""
+    log = subprocess.run(["dmesg"], capture_output=True, text=True).stdout.splitlines()
+    at = max((i for i, ln in enumerate(log) if mark in ln), default=-1)
+    return [ln for ln in log[at + 1:] if BAD_LOG.search(ln)]
