@@ -777,8 +777,11 @@ impl WorkItem<RUN> for QpShared {
     fn run(this: Arc<QpShared>) {
         // What came in meanwhile (on veth, the acknowledgement of what the run just sent,
         // received in the softirq its transmit raised) is handled here rather than by queueing
-        // the work item again: a worker that is running needs no wake-up.
-        for _ in 0..WORK_RUNS {
+        // the work item again: a worker that is running needs no wake-up. Runs that left
+        // work count against [`WORK_RUNS`]; round trips of a ping-pong the worker waited for
+        // ([`QpShared::linger`]) against [`LINGER_RUNS`].
+        let mut busy = 0;
+        for _ in 0..LINGER_RUNS {
             // What the run sends to a veth (or the loopback netdevice) is received in the
             // softirq its transmit raises on this CPU: with bottom halves off it is received
             // in one pass once the run is over, so the peer's queue pair gets the run's
@@ -788,7 +791,13 @@ impl WorkItem<RUN> for QpShared {
             let end = this.run_once(&mut guard, Context::Process);
             drop(guard);
             drop(bh);
-            if !this.finish_run(end, Context::Process) && !this.linger() {
+            let linger = this.may_linger();
+            if this.finish_run(end, Context::Process, linger) {
+                busy += 1;
+                if busy == WORK_RUNS {
+                    break;
+                }
+            } else if !(linger && this.linger()) {
                 return;
             }
         }
@@ -797,58 +806,77 @@ impl WorkItem<RUN> for QpShared {
     }
 }
 
+/// Runs after a wait for the next WQE ([`QpShared::linger`]) the work item does before it
+/// queues itself again: each is a round trip of a ping-pong. Queued again, it would wake a
+/// second worker onto the CPU (an unbound workqueue has no concurrency management), and the
+/// next wait would not start while that worker is runnable there.
+const LINGER_RUNS: usize = 256;
+
 /// How long the worker of a queue pair that asks (READs, atomics) waits for the next doorbell
 /// before it sleeps, in microseconds ([`QpShared::linger`]).
 const LINGER_US: i64 = 30;
 
 impl QpShared {
-    /// Waits up to [`LINGER_US`] for the next doorbell or packet, if the queue pair's last
-    /// request was a READ or an atomic (a user's: a kernel consumer posts from its own
+    /// Waits up to [`LINGER_US`] for the next WQE, doorbell or packet, if the queue pair's
+    /// last request was a READ or an atomic (a user's: a kernel consumer posts from its own
     /// contexts); returns whether something came, for another run.
     ///
     /// The peer's kernel answers such a request, and the consumer posts the next one as
     /// soon as it polls the completion, a few microseconds after this run made it. A worker
-    /// that is still running takes that doorbell at once, where a sleeping one would first
-    /// be woken on its CPU. The C driver's chain of work items gets the same effect from one
-    /// worker looping over them. Marked running in process context meanwhile, so that the
-    /// doorbell leaves its WQEs to this worker ([`QpShared::kick`]). The CPU it spins on is
-    /// the one the consumer does not poll on, idle otherwise: the peer of a READ is passive.
+    /// that is still running takes that WQE from the ring as soon as it is published, before
+    /// its doorbell's system call, where a sleeping one would first be woken on its CPU. The
+    /// C driver's chain of work items gets the same effect from one worker looping over them.
+    /// Marked running in process context meanwhile, so that the doorbell leaves its WQEs to
+    /// this worker ([`QpShared::kick`]). The CPU it spins on is the one the consumer does not
+    /// poll on, idle otherwise: the peer of a READ is passive.
     fn linger(&self) -> bool {
-        // A stream (more than one WQE outstanding) waits for its answers, not for a doorbell;
-        // and a CPU another task waits for (the consumer's, say) is not held.
-        if !self.user
-            || !self.can_send()
-            || !self.asks.load(Relaxed)
-            || self.many_outstanding.load(Relaxed)
-            || !single_task_running()
-        {
-            return false;
-        }
         // Not preempted while marked running, which would leave the doorbells it takes
         // waiting for the worker's next turn on its CPU. Bounded: a task woken on this CPU
         // meanwhile, or a softirq raised on it, waits [`LINGER_US`] at most.
         let _bh = BottomHalvesDisabled::disable();
-        {
-            let mut inbox = self.inbox.lock();
-            if inbox.dying || inbox.running {
-                return false;
-            }
-            inbox.running = true;
-            inbox.in_softirq = false;
-        }
+        // A CPU another task waits for (the consumer's, say) is not held.
+        let mut over = !single_task_running();
         let start = Instant::<Monotonic>::now();
         loop {
+            // User space publishes a WQE in the ring (the producer index, stored with release)
+            // before the system call that rings its doorbell: one the requester has not taken
+            // is taken now, as the C driver's requester loop takes what it finds in the ring,
+            // and its doorbell then finds it taken ([`QpShared::kick`]). Once per producer
+            // index: a WQE a run did not take waits for its doorbell, not for another run.
+            let posted = self.sq_untaken(self.linger_seen.load(Relaxed));
+            if let Some(p) = posted {
+                self.linger_seen.store(p, Relaxed);
+            }
+            let mut inbox = self.inbox.lock();
+            if posted.is_some() {
+                inbox.kicked = true;
+            }
+            let waiting = inbox.waiting(Context::Process);
+            if waiting || over || inbox.dying {
+                // Unless a run in softirq took the mark over meanwhile: its own end clears it.
+                if !inbox.in_softirq {
+                    inbox.running = false;
+                }
+                return waiting && !inbox.dying;
+            }
+            drop(inbox);
             for _ in 0..16 {
                 cpu_relax();
             }
-            let over = start.elapsed() > Delta::from_micros(LINGER_US);
-            let mut inbox = self.inbox.lock();
-            let waiting = inbox.waiting(Context::Process);
-            if waiting || over || inbox.dying {
-                inbox.running = false;
-                return waiting && !inbox.dying;
-            }
+            over = start.elapsed() > Delta::from_micros(LINGER_US);
         }
+    }
+
+    /// Returns whether the worker is to wait for the next WQE once its run ends
+    /// ([`QpShared::linger`]): the last request of this user queue pair was a READ or an
+    /// atomic to a peer on the wire, and at most one WQE is outstanding.
+    ///
+    /// A stream (more than one WQE outstanding) waits for its answers, not for a doorbell.
+    fn may_linger(&self) -> bool {
+        self.user
+            && self.can_send()
+            && self.asks.load(Relaxed)
+            && !self.many_outstanding.load(Relaxed)
     }
 }
 
@@ -1134,7 +1162,7 @@ impl QpShared {
             let held_requests = end.held_requests;
             // Held requests are noted as `kicked`, which `finish_run` does not count for a
             // run in softirq: they are looked at first.
-            let again = self.finish_run(end, ctx);
+            let again = self.finish_run(end, ctx, false);
             if held_requests {
                 // The requests go from the work item, or from a doorbell waiting for this run
                 // (which then finds them noted): another run here would hold them again.
@@ -1235,6 +1263,9 @@ impl QpShared {
     /// WQE and sends no request ([`Transport::hold_requests`]), and leaving them to the work
     /// item costs a wake-up per message. It is bounded.
     ///
+    /// A doorbell whose WQEs a run took already (a worker waiting for them found them in the
+    /// ring, [`QpShared::linger`]) does nothing.
+    ///
     /// A datagram queue pair instead sends what was posted before the doorbell returns,
     /// waiting for a run in progress ([`QpShared::send_posted`]).
     pub(crate) fn kick(self: &Arc<Self>) {
@@ -1242,7 +1273,13 @@ impl QpShared {
             self.send_posted();
             return;
         }
-        if !self.polled_since_doorbell() {
+        let polled = self.polled_since_doorbell();
+        // Everything posted before this doorbell was taken already: the worker waiting for it
+        // found the WQEs in the ring first ([`QpShared::linger`]).
+        if self.sq_untaken(u32::MAX).is_none() {
+            return;
+        }
+        if !polled {
             Self::kick_later(self.as_arc_borrow());
             return;
         }
@@ -1296,7 +1333,7 @@ impl QpShared {
             let end = self.run_once(&mut guard, Context::Process);
             drop(guard);
             let more = end.more;
-            let waiting = self.finish_run(end, ctx);
+            let waiting = self.finish_run(end, ctx, false);
             if !more {
                 return waiting;
             }
@@ -1511,7 +1548,12 @@ impl QpShared {
 
     /// Completes a run once the transport is unlocked; returns whether the queue pair must
     /// run again (something is left or waits).
-    fn finish_run(self: &Arc<Self>, mut end: RunEnd, ctx: Context) -> bool {
+    ///
+    /// With `linger`, a run that leaves nothing to do stays marked running for the wait that
+    /// follows ([`QpShared::linger`]): a doorbell in between leaves its WQEs to the worker
+    /// rather than queue the work item again, which on an unbound workqueue (no concurrency
+    /// management) wakes an idle worker, a second task on the CPU the wait is for.
+    fn finish_run(self: &Arc<Self>, mut end: RunEnd, ctx: Context, linger: bool) -> bool {
         if end.bad.is_some() {
             self.complete_bad_wqe();
         }
@@ -1527,10 +1569,11 @@ impl QpShared {
             }
             // What was queued while the run went on is seen here, under the same lock: the
             // caller runs again or schedules.
-            inbox.running = false;
+            let waiting = inbox.waiting(ctx);
+            inbox.running = linger && !waiting && !end.more;
             inbox.in_softirq = false;
             (
-                inbox.waiting(ctx),
+                waiting,
                 // Not once `stop` has flushed the fault work.
                 inbox.fault.is_some() && !inbox.dying,
             )

@@ -208,6 +208,9 @@ pub(crate) struct QpShared {
     /// The send queue slot the requester takes its next WQE from, as its last run left it
     /// ([`QpShared::next_asks`]).
     pub(crate) next_sq: AtomicU32,
+    /// The producer index of the send queue a waiting worker last ran for, without a doorbell
+    /// ([`QpShared::linger`]); `u32::MAX` (never a slot index) before the first.
+    pub(crate) linger_seen: AtomicU32,
     /// Whether user space produces the work requests (through the mapped rings).
     pub(crate) user: bool,
     /// The protection domain (its address: an identity, never dereferenced).
@@ -560,6 +563,16 @@ impl QpShared {
         copy_send_wqe(buf, ring.geometry().slot_size(), |offset, dst| {
             ring.read_slot_at(slot, offset, dst)
         })
+    }
+
+    /// Returns the send queue's producer index if user space published a WQE the requester
+    /// has not taken ([`QpShared::next_sq`]) and the index is not `seen`.
+    pub(crate) fn sq_untaken(&self, seen: u32) -> Option<u32> {
+        let index = self.next_sq.load(Relaxed) & self.sq_reader.geometry().mask;
+        self.sq_reader
+            .producer()
+            .ok()
+            .filter(|&p| p != index && p != seen)
     }
 
     /// Returns whether user space produced a send WQE in slot `index` (not if the producer
@@ -1086,6 +1099,7 @@ impl RxeQp {
                 many_outstanding: AtomicBool::new(false),
                 asks: AtomicBool::new(false),
                 next_sq: AtomicU32::new(0),
+                linger_seen: AtomicU32::new(u32::MAX),
                 user,
                 pd: pd.as_raw() as usize,
                 handle,
@@ -1199,6 +1213,9 @@ impl RxeQp {
             match next {
                 QpState::Rtr => {
                     let sq_read = shared.sq.lock().consumer.index();
+                    // Where the requester takes its next WQE, for the doorbell's look at the
+                    // ring ([`QpShared::kick`]).
+                    shared.next_sq.store(sq_read, Relaxed);
                     let t = Transport::new(
                         shared,
                         self.sq_sig_all,
