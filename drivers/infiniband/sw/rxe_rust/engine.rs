@@ -546,6 +546,8 @@ impl Engine {
                         };
                         let index = next;
                         next = qp.next_sq_index(next);
+                        // Taken: a doorbell for it needs no run ([`QpShared::kick`]).
+                        qp.next_sq.store(next, Relaxed);
                         let posted = match wr {
                             // A datagram's address handle must exist and be in the QP's domain.
                             Ok(wr) if !self.ah_usable(qp, &wr.remote) => false,
@@ -777,9 +779,9 @@ impl WorkItem<RUN> for QpShared {
     fn run(this: Arc<QpShared>) {
         // What came in meanwhile (on veth, the acknowledgement of what the run just sent,
         // received in the softirq its transmit raised) is handled here rather than by queueing
-        // the work item again: a worker that is running needs no wake-up. Runs that left
-        // work count against [`WORK_RUNS`]; round trips of a ping-pong the worker waited for
-        // ([`QpShared::linger`]) against [`LINGER_RUNS`].
+        // the work item again: a worker that is running needs no wake-up. Runs in a row
+        // that left work count against [`WORK_RUNS`]; round trips of a ping-pong the worker
+        // waited for ([`QpShared::linger`]) against [`LINGER_RUNS`].
         let mut busy = 0;
         for _ in 0..LINGER_RUNS {
             // What the run sends to a veth (or the loopback netdevice) is received in the
@@ -797,7 +799,10 @@ impl WorkItem<RUN> for QpShared {
                 if busy == WORK_RUNS {
                     break;
                 }
-            } else if !(linger && this.linger()) {
+            } else if linger && this.linger() {
+                // A new round trip of a ping-pong.
+                busy = 0;
+            } else {
                 return;
             }
         }
