@@ -11,7 +11,7 @@
 //! timer that fired. A user doorbell runs its own queue pair in the system call, for up to
 //! [`DOORBELL_RUNS`] runs (a datagram queue pair, up to [`DRAIN_RUNS`] runs, until its send
 //! queue is empty: its WQEs name address handles that user space may destroy next); the work
-//! item does the rest, up to [`WORK_RUNS`] runs per wake-up. A packet from the wire for a
+//! item does the rest, up to [`WORK_RUNS`] busy runs in a row per wake-up. A packet from the wire for a
 //! connected queue pair (RC, UC) is handled in the softirq it arrived in, for up to
 //! [`INLINE_RUNS`] runs, when no other context runs that queue pair (as the C driver's
 //! responder and completer run inline); otherwise the work item
@@ -188,7 +188,8 @@ enum Context {
 }
 
 /// Runs the work item does one after the other while something waits; then it queues itself
-/// again, behind the workqueue's other work.
+/// again, behind the workqueue's other work. A wait for the next WQE that brings one
+/// ([`QpShared::linger`]) starts the count again.
 const WORK_RUNS: usize = 8;
 
 /// Runs `destroy_qp` ([`QpShared::drain`]) or a datagram queue pair's doorbell
@@ -780,8 +781,9 @@ impl WorkItem<RUN> for QpShared {
         // What came in meanwhile (on veth, the acknowledgement of what the run just sent,
         // received in the softirq its transmit raised) is handled here rather than by queueing
         // the work item again: a worker that is running needs no wake-up. Runs in a row
-        // that left work count against [`WORK_RUNS`]; round trips of a ping-pong the worker
-        // waited for ([`QpShared::linger`]) against [`LINGER_RUNS`].
+        // that left work count against [`WORK_RUNS`], from zero after each wait for the next
+        // WQE that brought something ([`QpShared::linger`]); every run against
+        // [`LINGER_RUNS`].
         let mut busy = 0;
         for _ in 0..LINGER_RUNS {
             // What the run sends to a veth (or the loopback netdevice) is received in the
@@ -811,14 +813,14 @@ impl WorkItem<RUN> for QpShared {
     }
 }
 
-/// Runs after a wait for the next WQE ([`QpShared::linger`]) the work item does before it
-/// queues itself again: each is a round trip of a ping-pong. Queued again, it would wake a
+/// Runs the work item does before it queues itself again when it waits for the next WQE
+/// between them ([`QpShared::linger`]): each is a round trip of a ping-pong. Queued again, it would wake a
 /// second worker onto the CPU (an unbound workqueue has no concurrency management), and the
 /// next wait would not start while that worker is runnable there.
 const LINGER_RUNS: usize = 256;
 
-/// How long the worker of a queue pair that asks (READs, atomics) waits for the next doorbell
-/// before it sleeps, in microseconds ([`QpShared::linger`]).
+/// How long the worker of a queue pair that asks (READs, atomics) waits for the next WQE,
+/// doorbell or packet before it sleeps, in microseconds ([`QpShared::linger`]).
 const LINGER_US: i64 = 30;
 
 impl QpShared {
@@ -828,11 +830,12 @@ impl QpShared {
     ///
     /// The peer's kernel answers such a request, and the consumer posts the next one as
     /// soon as it polls the completion, a few microseconds after this run made it. A worker
-    /// that is still running takes that WQE from the ring as soon as it is published, before
-    /// its doorbell's system call, where a sleeping one would first be woken on its CPU. The
-    /// C driver's chain of work items gets the same effect from one worker looping over them.
-    /// Marked running in process context meanwhile, so that the doorbell leaves its WQEs to
-    /// this worker ([`QpShared::kick`]). The CPU it spins on is the one the consumer does not
+    /// that is still running sees that WQE in the ring as soon as it is published, and runs
+    /// for it before its doorbell's system call, where a sleeping one would first be woken on
+    /// its CPU. The C driver's chain of work items gets the same effect from one worker
+    /// looping over them. Marked running in process context meanwhile (from the end of the
+    /// run, [`QpShared::finish_run`], to the next run, if one follows), so that the doorbell
+    /// leaves its WQEs to this worker ([`QpShared::kick`]). The CPU it spins on is the one the consumer does not
     /// poll on, idle otherwise: the peer of a READ is passive.
     fn linger(&self) -> bool {
         // Not preempted while marked running, which would leave the doorbells it takes
@@ -844,10 +847,11 @@ impl QpShared {
         let start = Instant::<Monotonic>::now();
         loop {
             // User space publishes a WQE in the ring (the producer index, stored with release)
-            // before the system call that rings its doorbell: one the requester has not taken
-            // is taken now, as the C driver's requester loop takes what it finds in the ring,
-            // and its doorbell then finds it taken ([`QpShared::kick`]). Once per producer
-            // index: a WQE a run did not take waits for its doorbell, not for another run.
+            // before the system call that rings its doorbell: for one the requester has not
+            // taken, the next run starts now and takes it, as the C driver's requester loop
+            // takes what it finds in the ring, and its doorbell then finds it taken
+            // ([`QpShared::kick`]). Once per producer index: a WQE a run did not take waits
+            // for its doorbell, not for another run.
             let posted = self.sq_untaken(self.linger_seen.load(Relaxed));
             if let Some(p) = posted {
                 self.linger_seen.store(p, Relaxed);
@@ -856,13 +860,24 @@ impl QpShared {
             if posted.is_some() {
                 inbox.kicked = true;
             }
-            let waiting = inbox.waiting(Context::Process);
-            if waiting || over || inbox.dying {
+            let waiting = inbox.waiting(Context::Process) && !inbox.dying;
+            if waiting {
+                // Still marked running: the run that follows at once takes what a doorbell
+                // notes meanwhile.
+                return true;
+            }
+            // A run that failed the queue pair (ERR) ends the wait too.
+            if over || inbox.dying || !self.can_send() {
                 // Unless a run in softirq took the mark over meanwhile: its own end clears it.
                 if !inbox.in_softirq {
                     inbox.running = false;
                 }
-                return waiting && !inbox.dying;
+                return false;
+            }
+            // A run in softirq that ended meanwhile cleared the mark: taken again.
+            if !inbox.running {
+                inbox.running = true;
+                inbox.in_softirq = false;
             }
             drop(inbox);
             for _ in 0..16 {
@@ -1268,8 +1283,8 @@ impl QpShared {
     /// WQE and sends no request ([`Transport::hold_requests`]), and leaving them to the work
     /// item costs a wake-up per message. It is bounded.
     ///
-    /// A doorbell whose WQEs a run took already (a worker waiting for them found them in the
-    /// ring, [`QpShared::linger`]) does nothing.
+    /// A doorbell whose WQEs a run took already (a worker waiting for them saw them in the
+    /// ring, [`QpShared::linger`], or any run that took them first) does nothing.
     ///
     /// A datagram queue pair instead sends what was posted before the doorbell returns,
     /// waiting for a run in progress ([`QpShared::send_posted`]).
@@ -1279,8 +1294,8 @@ impl QpShared {
             return;
         }
         let polled = self.polled_since_doorbell();
-        // Everything posted before this doorbell was taken already: the worker waiting for it
-        // found the WQEs in the ring first ([`QpShared::linger`]).
+        // Everything posted before this doorbell was taken already: by the worker waiting for
+        // it, which saw the WQEs in the ring first ([`QpShared::linger`]), or by another run.
         if self.sq_untaken(u32::MAX).is_none() {
             return;
         }

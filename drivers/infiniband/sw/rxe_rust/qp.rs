@@ -205,8 +205,8 @@ pub(crate) struct QpShared {
     /// the wire: its answer comes from the peer's kernel, not its consumer
     /// ([`QpShared::linger`]).
     pub(crate) asks: AtomicBool,
-    /// The send queue slot the requester takes its next WQE from, as its last run left it
-    /// ([`QpShared::next_asks`]).
+    /// The send queue slot the requester takes its next WQE from: set at RTR and as each WQE
+    /// is taken ([`QpShared::next_asks`], [`QpShared::sq_untaken`]).
     pub(crate) next_sq: AtomicU32,
     /// The producer index of the send queue a waiting worker last ran for, without a doorbell
     /// ([`QpShared::linger`]); `u32::MAX` (never a slot index) before the first.
