@@ -593,8 +593,8 @@ impl Engine {
         if next != t.sq_read {
             t.note_turn();
         }
+        // `qp.next_sq` followed each WQE as it was taken.
         t.sq_read = next;
-        qp.next_sq.store(next, Relaxed);
         SendRun {
             failed,
             ran_dry,
