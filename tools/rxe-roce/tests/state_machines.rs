@@ -72,7 +72,7 @@ use rxe_roce::roce::wqe::{
     WrOpcode, //
 };
 
-const SLOT: usize = 256 * 1024;
+const SLOT: usize = 512 * 1024;
 const REMOTE: u64 = 0x10_0000;
 /// The local ACK timeout exponent of every QP here (4.2 ms).
 const ACK_TIMEOUT: u8 = 10;
@@ -457,10 +457,11 @@ fn pair_timeout(
     srq: bool,
     ack_timeout: u8,
 ) -> (End, End) {
-    pair_resources(qp_type, retry_cnt, rnr_retry, srq, ack_timeout, 4)
+    pair_resources(qp_type, retry_cnt, rnr_retry, srq, ack_timeout, 4, 4)
 }
 
-/// As [`pair_timeout`], each responder keeping `resources` responder resources.
+/// As [`pair_timeout`], each responder keeping `resources` responder resources and each
+/// requester with at most `max_rd_atomic` READs and atomics outstanding.
 fn pair_resources(
     qp_type: QpType,
     retry_cnt: u8,
@@ -468,6 +469,7 @@ fn pair_resources(
     srq: bool,
     ack_timeout: u8,
     resources: usize,
+    max_rd_atomic: u8,
 ) -> (End, End) {
     let mk = |qpn: u32, dest: u32, sq: u32, rq: u32| {
         let cfg = QpConfig {
@@ -483,7 +485,7 @@ fn pair_resources(
             rnr_retry,
             min_rnr_timer: RnrTimer::from_bits(4),
             ack_timeout: AckTimeout::new(ack_timeout).unwrap(),
-            max_rd_atomic: 4,
+            max_rd_atomic,
             access: Access::from_bits(0x30f),
             sq_sig_all: true,
             srq,
@@ -694,7 +696,7 @@ fn duplicate_atomic_is_answered_while_its_resource_is_kept() {
     // As many resources as the storage the owner passed in holds: 128 here, as the kernel
     // keeps them; with 4 the duplicate below would be older than every resource.
     for resources in [4, 128] {
-        let (mut a, mut b) = pair_resources(QpType::Rc, 7, 7, false, ACK_TIMEOUT, resources);
+        let (mut a, mut b) = pair_resources(QpType::Rc, 7, 7, false, ACK_TIMEOUT, resources, 4);
         let faa = Remote::Atomic {
             addr: REMOTE,
             rkey: RKEY,
@@ -3183,27 +3185,11 @@ fn requests_after_an_rnr_nak_are_not_held() {
 #[test]
 fn a_long_read_is_asked_in_pieces_the_requester_can_take_in() {
     let (mut a, mut b) = pair(QpType::Rc, 7, 7);
-    let responses = MAX_READ_RESPONSES as usize + 100;
-    let len = responses * 256;
-    b.mem.remote = (0..len).map(|i| (i * 13 + 5) as u8).collect();
-    a.post(wr(
-        0,
-        WrOpcode::RdmaRead,
-        Remote::Rdma {
-            addr: REMOTE,
-            rkey: RKEY,
-        },
-        len as u32,
-    ));
+    let len = post_long_read(&mut a, &mut b, MAX_READ_RESPONSES as usize + 100);
     let mut asked = Vec::new();
     let mut sent = a.take_sent();
     while !sent.is_empty() {
-        for p in &sent {
-            let pkt = Packet::parse(p).unwrap();
-            if pkt.opcode() == Opcode::RC_RDMA_READ_REQUEST {
-                asked.push(pkt.reth().unwrap().dma_len() / 256);
-            }
-        }
+        asked.extend(read_requests(&sent));
         b.deliver(&sent);
         let resp = b.take_sent();
         // Every response of a piece is out before the next piece is asked for: the requester
@@ -3216,4 +3202,189 @@ fn a_long_read_is_asked_in_pieces_the_requester_can_take_in() {
     assert_eq!(a.sends_done(), [(0, WcStatus::Success)]);
     assert_eq!(a.count(Counter::RetryExceeded), 0);
     assert_eq!(a.mem.local[..len], b.mem.remote[..]);
+}
+
+/// Posts a READ of `responses` responses of 256 bytes from a pattern in `b`'s memory.
+fn post_long_read(a: &mut End, b: &mut End, responses: usize) -> usize {
+    let len = responses * 256;
+    b.mem.remote = (0..len).map(|i| (i * 7 + 3) as u8).collect();
+    a.post(wr(
+        0,
+        WrOpcode::RdmaRead,
+        Remote::Rdma {
+            addr: REMOTE,
+            rkey: RKEY,
+        },
+        len as u32,
+    ));
+    len
+}
+
+/// The responses each READ request in `pkts` asks for.
+fn read_requests(pkts: &[Vec<u8>]) -> Vec<u32> {
+    read_requests_at(pkts).into_iter().map(|(_, n)| n).collect()
+}
+
+/// The first response (from the READ at `REMOTE`) and the responses each READ request in
+/// `pkts` asks for.
+fn read_requests_at(pkts: &[Vec<u8>]) -> Vec<(u32, u32)> {
+    pkts.iter()
+        .map(|p| Packet::parse(p).unwrap())
+        .filter(|p| p.opcode() == Opcode::RC_RDMA_READ_REQUEST)
+        .map(|p| {
+            let reth = p.reth().unwrap();
+            ((reth.va() - REMOTE) as u32 / 256, reth.dma_len() / 256)
+        })
+        .collect()
+}
+
+/// Delivers `a`'s READ responses from `b` one at a time, handing `b` each request `a` sends
+/// as it goes, until neither sends (`lost`: the index of a response not delivered); returns
+/// the responses each request asked for, and how many responses had been delivered when it
+/// went. Checks that at most `max_requests` requests are outstanding at any time.
+fn read_one_by_one(
+    a: &mut End,
+    b: &mut End,
+    lost: Option<usize>,
+    max_requests: usize,
+) -> Vec<(u32, usize)> {
+    let mut asked = Vec::new();
+    // The responses still to come for each request outstanding, oldest first.
+    let mut outstanding: Vec<u32> = Vec::new();
+    let mut coming: Vec<Vec<u8>> = Vec::new();
+    let mut delivered = 0usize;
+    let mut rounds = 0;
+    loop {
+        let reqs = a.take_sent();
+        for (first, n) in read_requests_at(&reqs) {
+            // Within one piece: the C responder drops a duplicate that reaches past the
+            // request it holds a resource for.
+            assert_eq!(
+                first / MAX_READ_RESPONSES,
+                (first + n - 1) / MAX_READ_RESPONSES,
+                "a request of {n} responses from response {first} crosses the end of a piece"
+            );
+            asked.push((n, delivered));
+            outstanding.push(n);
+        }
+        assert!(
+            outstanding.len() <= max_requests,
+            "{} READ requests outstanding: {outstanding:?}",
+            outstanding.len()
+        );
+        b.deliver(&reqs);
+        coming.extend(b.take_sent());
+        rounds += 1;
+        assert!(rounds < 100_000, "the READs complete");
+        if coming.is_empty() {
+            // Nothing outstanding: no retransmit timer.
+            if !a.io.timers.contains_key(&TimerId::Retransmit) {
+                return asked;
+            }
+            a.time_out();
+            outstanding.clear();
+            continue;
+        }
+        let resp = coming.remove(0);
+        if Some(delivered) != lost {
+            a.deliver(&[resp]);
+        }
+        delivered += 1;
+        if let Some(first) = outstanding.first_mut() {
+            *first -= 1;
+            if *first == 0 {
+                outstanding.remove(0);
+            }
+        }
+    }
+}
+
+#[test]
+fn the_next_piece_of_a_long_read_is_asked_while_the_last_responses_come() {
+    let (mut a, mut b) = pair(QpType::Rc, 7, 7);
+    let m = MAX_READ_RESPONSES;
+    let len = post_long_read(&mut a, &mut b, 2 * m as usize + 100);
+    let asked = read_one_by_one(&mut a, &mut b, None, 2);
+    // The second piece is asked once the first piece's last responses are within the
+    // window of what is acknowledged: the responder sends it right after them, not a round
+    // trip after them. The last piece waits for every response before it.
+    assert_eq!(
+        asked,
+        [
+            (m, 0),
+            (m, (m - MAX_UNACKED_PSNS + 1) as usize),
+            (100, 2 * m as usize)
+        ]
+    );
+    assert_eq!(a.sends_done(), [(0, WcStatus::Success)]);
+    assert_eq!(a.mem.local[..len], b.mem.remote[..]);
+    assert_eq!(a.count(Counter::Retry), 0);
+    assert_eq!(b.count(Counter::DuplicateRequest), 0);
+    assert_no_error(&a, &b);
+}
+
+#[test]
+fn a_read_with_pieces_asked_ahead_keeps_to_max_rd_atomic() {
+    // Two READs and `max_rd_atomic` 2: the second READ's request goes once the first READ's
+    // last piece is out, which waits for every earlier response, so that no more than two
+    // requests are ever outstanding at the responder (whose resources hold two; the C
+    // driver's drops a duplicate it holds no resource for).
+    let (mut a, mut b) = pair_resources(QpType::Rc, 7, 7, false, ACK_TIMEOUT, 2, 2);
+    let m = MAX_READ_RESPONSES as usize;
+    let len = post_long_read(&mut a, &mut b, 2 * m + 50);
+    b.mem.remote.extend((0..256).map(|i| i as u8));
+    a.post(wr(
+        1,
+        WrOpcode::RdmaRead,
+        Remote::Rdma {
+            addr: REMOTE + len as u64,
+            rkey: RKEY,
+        },
+        256,
+    ));
+    let asked = read_one_by_one(&mut a, &mut b, None, 2);
+    assert_eq!(asked.len(), 4);
+    assert_eq!(
+        a.sends_done(),
+        [(0, WcStatus::Success), (1, WcStatus::Success)]
+    );
+    assert_eq!(a.mem.local[..len], b.mem.remote[..len]);
+    assert_eq!(a.mem.local[SLOT..SLOT + 256], b.mem.remote[len..]);
+    assert_no_error(&a, &b);
+}
+
+/// A READ of two pieces and 100 responses, whose response `lost` is lost once: it completes,
+/// its data whole; returns the requests it went in ([`read_one_by_one`]).
+fn long_read_losing(lost: usize) -> Vec<(u32, usize)> {
+    let (mut a, mut b) = pair(QpType::Rc, 7, 7);
+    let len = post_long_read(&mut a, &mut b, 2 * MAX_READ_RESPONSES as usize + 100);
+    let asked = read_one_by_one(&mut a, &mut b, Some(lost), 3);
+    assert_eq!(a.sends_done(), [(0, WcStatus::Success)]);
+    assert_eq!(a.mem.local[..len], b.mem.remote[..]);
+    assert_eq!(a.count(Counter::RetryExceeded), 0);
+    assert_no_error(&a, &b);
+    asked
+}
+
+#[test]
+fn a_response_lost_after_the_next_piece_was_asked_is_asked_again() {
+    // Lost: a response of the first piece after the second piece was asked for.
+    let m = MAX_READ_RESPONSES as usize;
+    let asked = long_read_losing(m - 20);
+    assert!(
+        asked.iter().any(|&(_, at)| at > 0 && at < m),
+        "the second piece was asked before the loss: {asked:?}"
+    );
+}
+
+#[test]
+fn a_retry_from_the_end_of_a_piece_asks_for_that_piece_only() {
+    // The last response of the first piece is lost: the retry, in a narrowed window, asks
+    // for it alone, then the rest in requests that do not cross the end of a piece either
+    // ([`read_one_by_one`] checks every request).
+    let asked = long_read_losing(MAX_READ_RESPONSES as usize - 1);
+    assert!(
+        asked.len() > 3,
+        "the lost response was asked again: {asked:?}"
+    );
 }

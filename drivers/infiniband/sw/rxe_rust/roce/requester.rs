@@ -65,8 +65,8 @@ pub const MAX_UNACKED_PSNS: u32 = 128;
 /// packets (the driver's inbox, 1,024); a longer READ that asked for everything at once
 /// overflowed it on a lossless veth, and the requester dropped the rest and asked again
 /// (`ib_read_bw -s 64M`: half the rate, twice the packets). A longer READ is asked for in
-/// pieces of this many, the next once the last arrived; with the window's PSNs besides, at
-/// most this plus [`MAX_UNACKED_PSNS`] responses are ever outstanding.
+/// pieces of this many, the next once the last responses of the one before are within the
+/// window; at most this plus [`MAX_UNACKED_PSNS`] responses are ever outstanding.
 pub const MAX_READ_RESPONSES: u32 = 512;
 
 /// Words of the bitmap of READ responses that arrived ahead of a gap.
@@ -844,20 +844,48 @@ impl<const N: usize> Requester<N> {
     ///
     /// In the full window a READ asks for all it has left, up to [`MAX_READ_RESPONSES`]. In a
     /// narrowed one (after a retry) it asks for what the window allows, and never past a
-    /// response that arrived ahead of a gap (a retry then asks for the gaps only). A request
-    /// from the middle of a
-    /// READ waits until every earlier PSN is acknowledged, whatever the window: a READ has
-    /// one request outstanding, so the responder's resources (one per request, the oldest
-    /// reused, as the C driver's) still cover every outstanding one.
+    /// response that arrived ahead of a gap (a retry then asks for the gaps only). No
+    /// request crosses a multiple of [`MAX_READ_RESPONSES`] from the READ's start, where the
+    /// full window's pieces end: a retry from the middle of a piece stays within the request
+    /// the responder took it for. The C responder drops a duplicate READ that reaches past
+    /// the request it holds a resource for, so a retry across the end of a piece failed the
+    /// queue pair when its peer was the C driver.
+    ///
+    /// A request from the middle of a READ waits until every earlier PSN is acknowledged,
+    /// but in the full window with no response early, for a piece that is not the READ's
+    /// last, once every earlier WQE is acknowledged: there it goes once the previous
+    /// request's last responses are within the window (the caller checks `in_flight`), so
+    /// that the responder sends the next piece right after them rather than a round trip
+    /// later (`ib_read_bw -s 64M` over a veth stopped for one at every piece). The request
+    /// before it went with every earlier PSN acknowledged, or ahead by this rule (a whole
+    /// piece, longer than the window), or was the READ's first: only it is unacknowledged,
+    /// so two requests are outstanding, within the responder's resources if it has two
+    /// (`max_rd_atomic`; one per request, the oldest reused, as the C driver's). The last
+    /// piece waits for all the others, so the next READ or atomic, admitted once it is sent,
+    /// finds one request of this READ outstanding, as without pieces. Fewer than the
+    /// window's PSNs plus [`MAX_READ_RESPONSES`] responses are ever coming.
     fn read_request_packets(&self, npsn: u32, pkt: u32, psn: Psn, in_flight: u32) -> Option<u32> {
         let left = npsn.saturating_sub(pkt).max(1);
-        if pkt > 0 && psn != self.comp_psn {
+        // What is left of the piece `pkt` is in.
+        let piece_left = MAX_READ_RESPONSES.saturating_sub(pkt % MAX_READ_RESPONSES);
+        let full = self.window >= MAX_UNACKED_PSNS;
+        let ahead = full
+            && self.max_rd_atomic >= 2
+            && self.early == [0; EARLY_WORDS]
+            // Not the READ's last request.
+            && left > piece_left
+            // The completed PSN is within this READ: every earlier WQE is acknowledged.
+            && in_flight <= pkt;
+        if pkt > 0 && psn != self.comp_psn && !ahead {
             return None;
         }
-        if self.window >= MAX_UNACKED_PSNS {
-            return Some(left.min(MAX_READ_RESPONSES));
+        if full {
+            return Some(left.min(piece_left));
         }
-        let mut count = left.min(self.window.saturating_sub(in_flight)).max(1);
+        let mut count = left
+            .min(piece_left)
+            .min(self.window.saturating_sub(in_flight))
+            .max(1);
         let mut i = 1;
         while i < count {
             if self.is_early(psn.add(i)) {
