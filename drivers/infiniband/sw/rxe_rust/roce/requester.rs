@@ -258,7 +258,9 @@ pub struct Requester<const N: usize> {
     /// A go-back-N retry is under way: no progress since it started.
     pub(super) retrying: bool,
     /// READ responses placed ahead of `comp_psn`, one bit per PSN modulo
-    /// [`MAX_UNACKED_PSNS`] (every outstanding PSN is within that distance of it).
+    /// [`MAX_UNACKED_PSNS`], for those within that distance of it
+    /// ([`Requester::in_early_window`]; a READ's responses reach further, and one beyond
+    /// is dropped and asked for again).
     pub(super) early: [u64; EARLY_WORDS],
     /// While a reorder window runs: responses were seen up to (not including) this PSN,
     /// beyond a gap.
