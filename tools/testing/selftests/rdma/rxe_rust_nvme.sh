@@ -12,7 +12,9 @@
 # device holds the same verbs objects as before them (rdma resource show:
 # a queue pair, CQ, MR or PD a cycle leaked would stay), and a teardown
 # after which every module unloads (a reference the driver leaked would
-# keep it). kmemleak's scan at the end of the selftest run covers leaks.
+# keep it). Before that teardown, the driver's module is removed while the
+# host writes and reads (rmmod_under_io). kmemleak's scan at the end of the
+# selftest run covers leaks.
 #
 # nvme-rdma and nvmet-rdma create their rdma_cm identifiers in the initial
 # network namespace only, so both ends run there, over one device on one
@@ -33,10 +35,13 @@ IP4=10.78.0.1
 # Connect/disconnect cycles after the data check, for each driver (about a
 # second each on the debug kernel).
 NVME_CYCLES=${NVME_CYCLES:-50}
+# Rounds of the module's removal under NVMe I/O (make test: one; about 10 s
+# each on the debug kernel).
+NVME_RMMOD_ROUNDS=${NVME_RMMOD_ROUNDS:-1}
 # The data written and read back, in MiB.
 DATA_MIB=4
 BAD_LOG='WARNING:|BUG:|Oops|general protection|refcount_t:|list_(add|del) corruption|UBSAN|KASAN|INFO: task .* blocked'
-CHECKS=9
+CHECKS=10
 
 DRIVERS=("$@")
 [ ${#DRIVERS[@]} -eq 0 ] && DRIVERS=($RXE_C $RXE_RUST)
@@ -120,6 +125,80 @@ cycles() {
 	echo "$DEV's objects after the cycles as before them: $before"
 }
 
+# Succeeds once the device's sent_pkts has grown by $2 from $1.
+sent_moved() {
+	[ $(($(counter sent_pkts) - $1)) -ge "$2" ]
+}
+
+# The driver's module removed while the host writes and reads through it: a
+# kernel ULP holds no reference on the module, so rmmod goes ahead and the
+# RDMA core removes the device under nvme-rdma and nvmet-rdma, whose
+# remove_one deletes the host's controller and the target's queues (the
+# queue pairs drain, and the rdma_cm disconnects, while the module goes).
+# rmmod must return, the I/O end (failed or done), the controller and the
+# device go; then the driver loads again and a new connect reads back what
+# the host wrote. nvmet-rdma's listener does not come back after its
+# device's removal (nvmet_rdma_device_removal): the port is set up again.
+rmmod_under_io() {
+	local pid start rc s0
+	fabrics_connect || return 1
+	s0=$(counter sent_pkts)
+	(
+		while :; do
+			# nocreat: once the block device has gone, a write would make a file of its name.
+			dd if="$tmp/pattern" of="$NSDEV" bs=64k oflag=direct conv=nocreat status=none || exit 0
+			[ -b "$NSDEV" ] && dd if="$NSDEV" of=/dev/null bs=64k count=64 iflag=direct status=none || exit 0
+		done
+	) >/dev/null 2>&1 &
+	pid=$!
+	WAIT_SECONDS=60 wait_for sent_moved "$s0" 2000 ||
+		{ kill $pid; echo "the I/O did not start: sent_pkts +$(($(counter sent_pkts) - s0))"; return 1; }
+	echo "I/O running: sent_pkts +$(($(counter sent_pkts) - s0))"
+	start=$SECONDS
+	timeout 300 rmmod "$1" 2>&1
+	rc=$?
+	echo "rmmod $1: exit $rc after $((SECONDS - start)) s"
+	if [ $rc -ne 0 ]; then
+		# Refused while in use (the C driver is: its module count was 5 here on 7.2,
+		# with no holder): the device is deleted, then the module must go.
+		echo "$1's refcnt $(cat /sys/module/$1/refcnt): rdma link del $DEV first"
+		timeout 300 rdma link del $DEV && timeout 300 rmmod "$1" ||
+			{ kill $pid; echo "rdma link del $DEV then rmmod $1 failed"; return 1; }
+		echo "rdma link del $DEV, rmmod $1: done after $((SECONDS - start)) s"
+	fi
+	WAIT_SECONDS=60 wait_for eval '! kill -0 '$pid' 2>/dev/null' || {
+		echo "the I/O still runs 60 s after the removal:"
+		ps -eo pid,stat,wchan:32,args | grep -E ' dd |rmmod' | grep -v grep
+		log_since "$MARKER" | grep -iE 'nvme|rxe|rdma|blocked' | tail -40
+		kill $pid
+		return 1
+	}
+	wait $pid
+	echo "the I/O ended $((SECONDS - start)) s after the removal began"
+	WAIT_SECONDS=30 wait_for no_controller || { echo "controller $(controller) still there"; return 1; }
+	! module_loaded "$1" || { echo "$1 still loaded"; return 1; }
+	! rdma_dev_exists $DEV || { echo "$DEV still there"; return 1; }
+	echo "controller, $DEV and $1 gone"
+	target_teardown &&
+		modprobe "$1" && rdma link add $DEV type rxe netdev $VETH &&
+		WAIT_SECONDS=10 wait_for bash -c "rdma link show $DEV/1 | grep -q 'state ACTIVE'" &&
+		target_setup || { echo "setting up again failed"; return 1; }
+	fabrics_connect || return 1
+	dd if="$NSDEV" of="$tmp/block" bs=4k count=1 iflag=direct status=none &&
+		cmp -n 4096 "$tmp/pattern" "$tmp/block" || { echo "$NSDEV read back wrong after the reload"; return 1; }
+	echo "$1 loaded again: connected, the pattern's first block read back"
+	fabrics_disconnect
+}
+
+# NVME_RMMOD_ROUNDS rounds of rmmod_under_io for driver $1.
+rmmod_rounds() {
+	local i
+	for ((i = 1; i <= NVME_RMMOD_ROUNDS; i++)); do
+		echo "round $i:"
+		rmmod_under_io "$1" || { echo "round $i of $NVME_RMMOD_ROUNDS failed"; return 1; }
+	done
+}
+
 # Everything undone, in order; each module must unload.
 teardown_steps() {
 	local m
@@ -142,7 +221,7 @@ teardown_steps() {
 		fi
 	done
 	ip link del $VETH || return 1
-	rmmod "$1"
+	! module_loaded "$1" || rmmod "$1"
 }
 
 cleanup() {
@@ -201,6 +280,8 @@ run_driver() {
 	local n=$NVME_CYCLES
 	step "$n connect/disconnect cycles, each reading back a block, leaving no object behind" \
 		cycles $n
+	step "rmmod $DRV while the host writes and reads, $NVME_RMMOD_ROUNDS round(s): the removal returns, the I/O ends, the controller goes; loaded again, a connect reads back" \
+		rmmod_rounds "$DRV"
 	NOT_RUN=
 	step "teardown: target removed, nvme and null_blk modules, $DEV and $DRV unloaded" \
 		teardown_steps "$DRV"
