@@ -54,25 +54,29 @@ impl SkBuff {
     }
 
     /// Returns the raw pointer.
+    #[inline]
     pub fn as_raw(&self) -> *mut bindings::sk_buff {
         self.0.as_ptr()
     }
 
     /// Returns the length of the data, linear and paged.
+    #[inline]
     pub fn len(&self) -> u32 {
         // SAFETY: The buffer is valid and owned.
         unsafe { (*self.as_raw()).len }
     }
 
     /// Returns whether the buffer holds no data.
+    #[inline]
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
     /// Returns the length of the linear part.
+    #[inline]
     pub fn headlen(&self) -> u32 {
         // SAFETY: The buffer is valid and owned.
-        unsafe { bindings::skb_headlen(self.as_raw()) }
+        unsafe { headlen(self.as_raw()) }
     }
 
     /// Frees the buffer as consumed, not dropped (`consume_skb`).
@@ -184,12 +188,13 @@ impl SkBuff {
     }
 
     /// Returns the linear part of the data (the first [`SkBuff::headlen`] bytes).
+    #[inline]
     pub fn data(&self) -> &[u8] {
         let skb = self.as_raw();
         // SAFETY: The buffer is valid and owned; its linear data is `headlen` initialised
         // bytes at `data`, which nothing changes while `self` is borrowed (a clone's holders
         // only read shared data).
-        unsafe { core::slice::from_raw_parts((*skb).data, bindings::skb_headlen(skb) as usize) }
+        unsafe { core::slice::from_raw_parts((*skb).data, headlen(skb) as usize) }
     }
 
     /// Returns the bytes from the network header to the start of the data, if the network
@@ -216,6 +221,7 @@ impl SkBuff {
     /// received buffer as a reference valid for the call).
     ///
     /// [`EncapRecv::recv`]: crate::net::udp_tunnel::EncapRecv::recv
+    #[inline]
     pub(crate) fn dev_ptr(&self) -> *mut bindings::net_device {
         // SAFETY: The buffer is valid and owned.
         unsafe {
@@ -332,17 +338,20 @@ impl TxSkb {
     }
 
     /// Returns the raw pointer.
+    #[inline]
     pub fn as_raw(&self) -> *mut bindings::sk_buff {
         self.0.as_ptr()
     }
 
     /// Returns the length of the data.
+    #[inline]
     pub fn len(&self) -> u32 {
         // SAFETY: The buffer is valid and owned.
         unsafe { (*self.as_raw()).len }
     }
 
     /// Returns whether the buffer holds no data.
+    #[inline]
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -364,6 +373,7 @@ impl TxSkb {
     }
 
     /// Returns the data.
+    #[inline]
     pub fn data(&self) -> &[u8] {
         let skb = self.as_raw();
         // SAFETY: By the type invariant the buffer is linear and its `len` bytes at `data` are
@@ -372,6 +382,7 @@ impl TxSkb {
     }
 
     /// Returns the data, for writing.
+    #[inline]
     pub fn data_mut(&mut self) -> &mut [u8] {
         let skb = self.as_raw();
         // SAFETY: By the type invariant the buffer is linear, not shared, and its `len` bytes
@@ -649,6 +660,19 @@ unsafe fn release<T: TxOwner + HasInFlight<T>>(head: *const InFlightHead) {
     if left < head.resume_below && head.waiting.load(SeqCst) && head.waiting.swap(false, SeqCst) {
         T::resume(owner.as_arc_borrow());
     }
+}
+
+/// Returns the length of the linear part of `skb`: `skb_headlen()`, computed here rather than
+/// through a helper call, since the packet path asks for it several times per packet.
+///
+/// # Safety
+///
+/// `skb` must point to a valid buffer that nothing changes during the call.
+#[inline]
+unsafe fn headlen(skb: *const bindings::sk_buff) -> u32 {
+    // SAFETY: The caller guarantees that `skb` is valid. As in `skb_headlen()`, `data_len`
+    // (the paged part) is never above `len`; `wrapping_sub` keeps this free of a panic path.
+    unsafe { (*skb).len.wrapping_sub((*skb).data_len) }
 }
 
 /// The destructor of a buffer counted in an [`InFlight`]: the kernel's code, not a module's,

@@ -75,6 +75,7 @@ impl UserBuffer {
     }
 
     /// Returns the length in bytes.
+    #[inline]
     pub fn len(&self) -> usize {
         self.len
     }
@@ -85,6 +86,7 @@ impl UserBuffer {
     }
 
     /// Checks that `offset..offset + len` is within the buffer; returns the end.
+    #[inline]
     fn checked(&self, offset: usize, len: usize) -> Result<usize> {
         let end = offset.checked_add(len).ok_or(EINVAL)?;
         if end > self.len {
@@ -94,6 +96,7 @@ impl UserBuffer {
     }
 
     /// Returns the aligned 64-bit word at word index `i`, which must be below `len / 8`.
+    #[inline]
     fn word(&self, i: usize) -> &AtomicU64 {
         debug_assert!(i < self.len / 8);
         // SAFETY: `i < len / 8` (every caller derives `i` from a checked byte range), so the
@@ -111,6 +114,7 @@ impl UserBuffer {
     /// kernel must not spin on it. Then the word is stored whole, with the other bytes as
     /// last read: a racing writer of those bytes may lose its write, which is its own
     /// business (user space) or a caller's bug (kernel), and never undefined behaviour.
+    #[inline]
     fn merge(&self, i: usize, mask: u64, bits: u64, order: Ordering) {
         const TRIES: usize = 4;
         let w = self.word(i);
@@ -126,6 +130,7 @@ impl UserBuffer {
     }
 
     /// Returns the word index and the bit shift of the `u32` at `offset`, 4-aligned.
+    #[inline]
     fn u32_at(&self, offset: usize) -> Result<(usize, u32)> {
         if offset % 4 != 0 {
             return Err(EINVAL);
@@ -140,12 +145,14 @@ impl UserBuffer {
     }
 
     /// Reads the `u32` at `offset` with acquire ordering.
+    #[inline]
     pub fn load_acquire(&self, offset: usize) -> Result<u32> {
         let (i, shift) = self.u32_at(offset)?;
         Ok((self.word(i).load(Ordering::Acquire) >> shift) as u32)
     }
 
     /// Writes the `u32` at `offset` with release ordering.
+    #[inline]
     pub fn store_release(&self, offset: usize, value: u32) -> Result {
         let (i, shift) = self.u32_at(offset)?;
         let mask = u64::from(u32::MAX) << shift;
@@ -365,6 +372,7 @@ impl MmapEntry {
     }
 
     /// Returns the length of the buffer offered.
+    #[inline]
     pub fn len(&self) -> usize {
         self.len
     }

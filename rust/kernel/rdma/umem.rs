@@ -140,6 +140,7 @@ impl Umem {
     }
 
     /// Returns the length of the range in bytes.
+    #[inline]
     pub fn len(&self) -> usize {
         // SAFETY: The umem is valid; `length` is fixed at creation.
         unsafe { (*self.umem.as_ptr()).length }

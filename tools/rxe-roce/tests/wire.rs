@@ -459,6 +459,84 @@ fn icrc_matches_the_specification_over_ipv4_and_ipv6() {
     );
 }
 
+/// Short packets take one CRC call over the pseudo header and their bytes after the BTH copied
+/// behind it (`icrc::JOINED_REST_MAX`), longer ones two: either way the ICRC is the
+/// specification's, the builder writes it, and a check over the linear bytes or over pieces
+/// accepts it and refuses a flipped bit or a missing byte.
+#[test]
+fn icrc_is_the_same_either_side_of_the_joined_length() {
+    let opcode = Opcode::RC_SEND_ONLY;
+    let mut seen = (false, false);
+    for payload_len in 0..=icrc::JOINED_REST_MAX + 9 {
+        let len = packet_len(opcode, payload_len).unwrap();
+        let rest = len - icrc::ICRC_LEN - opcode.header_len();
+        let joined = rest <= icrc::JOINED_REST_MAX;
+        if joined {
+            seen.0 = true;
+        } else {
+            seen.1 = true;
+        }
+        let ip4 = ipv4((28 + len) as u16);
+        let ip6 = ipv6((8 + len) as u16);
+        let udp = udp((8 + len) as u16);
+        for ip in [IpHeader::V4(&ip4), IpHeader::V6(&ip6)] {
+            let ip_bytes = match ip {
+                IpHeader::V4(h) => h.as_bytes(),
+                IpHeader::V6(h) => h.as_bytes(),
+            };
+            let mut buf = vec![0u8; len];
+            build(&mut buf, opcode, payload_len, ip, &udp);
+            let covered = &buf[..len - icrc::ICRC_LEN];
+            let reference = reference_icrc(ip_bytes, udp.as_bytes(), covered);
+            assert_eq!(
+                icrc::compute(&HostCrc32, ip, &udp, covered),
+                Some(reference)
+            );
+            assert_eq!(
+                buf[len - icrc::ICRC_LEN..],
+                reference.to_le_bytes(),
+                "{payload_len}"
+            );
+            let whole = Packet::parse(&buf).unwrap();
+            assert_eq!(whole.verify_icrc(&HostCrc32, ip, &udp), Ok(()));
+            for step in [1, 5, 64] {
+                let pieces = Pieces { bytes: &buf, step };
+                let pkt =
+                    Packet::parse_paged(&buf[..opcode.header_len()], &pieces, 0, len).unwrap();
+                assert_eq!(
+                    pkt.verify_icrc(&HostCrc32, ip, &udp),
+                    Ok(()),
+                    "{payload_len}"
+                );
+            }
+            // The last byte the ICRC covers, and the first after the BTH.
+            for byte in [len - icrc::ICRC_LEN - 1, opcode.header_len()] {
+                if byte < opcode.header_len() + rest {
+                    let mut bad = buf.clone();
+                    bad[byte] ^= 0x01;
+                    let pkt = Packet::parse(&bad).unwrap();
+                    assert_eq!(
+                        pkt.verify_icrc(&HostCrc32, ip, &udp),
+                        Err(ParseError::IcrcMismatch),
+                        "{payload_len} byte {byte}"
+                    );
+                }
+            }
+            // A source that lost the packet's last bytes, or bytes the ICRC covers.
+            for from in [len - 1, opcode.header_len() + rest / 2] {
+                let lost = Short { bytes: &buf, from };
+                let pkt = Packet::parse_paged(&buf[..opcode.header_len()], &lost, 0, len).unwrap();
+                assert_eq!(
+                    pkt.verify_icrc(&HostCrc32, ip, &udp),
+                    Err(ParseError::Truncated),
+                    "{payload_len} from {from}"
+                );
+            }
+        }
+    }
+    assert_eq!(seen, (true, true));
+}
+
 /// Fills a packet of `opcode` with recognisable fields through the builder.
 fn build(
     buf: &mut [u8],

@@ -509,8 +509,14 @@ impl QpShared {
     /// the system call saves a wake-up on the way to the wire; doorbells back to back are a
     /// stream, which the work item sends on another CPU while the caller goes on posting.
     pub(crate) fn polled_since_doorbell(&self) -> bool {
-        let mark = (u64::from(self.send_cq.consumer_index()) << 32)
-            | u64::from(self.recv_cq.consumer_index());
+        let send = self.send_cq.consumer_index();
+        // One completion queue for both (as perftest has): one lock and one read of its ring.
+        let recv = if Arc::ptr_eq(&self.send_cq, &self.recv_cq) {
+            send
+        } else {
+            self.recv_cq.consumer_index()
+        };
+        let mark = (u64::from(send) << 32) | u64::from(recv);
         self.doorbell_mark.swap(mark, Relaxed) != mark
     }
 
@@ -556,8 +562,8 @@ impl QpShared {
     /// Copies the send WQE in slot `slot` into `buf`, as far as decoding it needs
     /// ([`copy_send_wqe`]); returns how many bytes of `buf` hold it.
     ///
-    /// Copying the ring is per byte (user space may write it meanwhile): what decoding does
-    /// not read is left alone.
+    /// Copying the ring is per byte (user space may write it meanwhile): past the fixed part
+    /// and one SGE, only what the WQE occupies is copied.
     pub(crate) fn read_send_wqe(&self, slot: u32, buf: &mut [u8; MAX_SEND_WQE]) -> Result<usize> {
         let ring = &self.sq_reader;
         copy_send_wqe(buf, ring.geometry().slot_size(), |offset, dst| {

@@ -166,6 +166,14 @@ pub fn compute<C: Crc32 + ?Sized>(
     Some(compute_parts(crc, ip, udp, bth, rest))
 }
 
+/// The most bytes after the BTH that [`compute_parts`] copies behind the pseudo header, so
+/// that the CRC of a short packet is one call rather than two.
+///
+/// The kernel's `crc32_le()` enters and leaves an FPU section for each call of 16 bytes or
+/// more, which costs more than copying this many bytes: an ACK, a READ request or response
+/// of a few bytes, an atomic and its acknowledgement, a 64-byte SEND or WRITE each take one.
+pub const JOINED_REST_MAX: usize = 128;
+
 /// Computes the ICRC of a packet given as its BTH and the bytes after it.
 ///
 /// `rest` runs from the end of the BTH to the last byte before the ICRC.
@@ -176,7 +184,38 @@ pub fn compute_parts<C: Crc32 + ?Sized>(
     bth: &Bth,
     rest: &[u8],
 ) -> u32 {
-    !crc.crc32_le(start(crc, ip, udp, bth), rest)
+    let joined = compute_filled(crc, ip, udp, bth, rest.len(), |dst| {
+        dst.copy_from_slice(rest);
+        true
+    });
+    joined.unwrap_or_else(|| !crc.crc32_le(start(crc, ip, udp, bth), rest))
+}
+
+/// Computes the ICRC of a short packet in one CRC call: `fill` writes the `rest_len` bytes
+/// after the BTH (up to the ICRC) behind the pseudo header.
+///
+/// Returns `None` if `rest_len` is above [`JOINED_REST_MAX`] or `fill` fails.
+pub fn compute_filled<C: Crc32 + ?Sized>(
+    crc: &C,
+    ip: IpHeader<'_>,
+    udp: &UdpHeader,
+    bth: &Bth,
+    rest_len: usize,
+    fill: impl FnOnce(&mut [u8]) -> bool,
+) -> Option<u32> {
+    if rest_len > JOINED_REST_MAX {
+        return None;
+    }
+    let mut joined = [0u8; core::mem::size_of::<PseudoV6>() + JOINED_REST_MAX];
+    let reg = with_pseudo(ip, udp, bth, |pseudo| {
+        let len = pseudo.len().checked_add(rest_len)?;
+        joined.get_mut(..pseudo.len())?.copy_from_slice(pseudo);
+        if !fill(joined.get_mut(pseudo.len()..len)?) {
+            return None;
+        }
+        Some(crc.crc32_le(ICRC_SEED, joined.get(..len)?))
+    })?;
+    Some(!reg)
 }
 
 /// Returns the CRC register after the pseudo header of a packet with this BTH.
@@ -184,6 +223,12 @@ pub fn compute_parts<C: Crc32 + ?Sized>(
 /// The ICRC is then the complement of the register carried on over the bytes after the BTH,
 /// up to the ICRC, in as many pieces as they come in.
 pub fn start<C: Crc32 + ?Sized>(crc: &C, ip: IpHeader<'_>, udp: &UdpHeader, bth: &Bth) -> u32 {
+    with_pseudo(ip, udp, bth, |pseudo| crc.crc32_le(ICRC_SEED, pseudo))
+}
+
+/// Calls `f` with the pseudo header of a packet with this BTH (without the LRH's ones, which
+/// [`ICRC_SEED`] stands for).
+fn with_pseudo<R>(ip: IpHeader<'_>, udp: &UdpHeader, bth: &Bth, f: impl FnOnce(&[u8]) -> R) -> R {
     let bth = bth.masked_for_icrc();
     let mut udp = *udp;
     udp.check = U16::new(0xffff);
@@ -193,8 +238,7 @@ pub fn start<C: Crc32 + ?Sized>(crc: &C, ip: IpHeader<'_>, udp: &UdpHeader, bth:
             ip.tos = 0xff;
             ip.ttl = 0xff;
             ip.check = U16::new(0xffff);
-            let pseudo = PseudoV4 { ip, udp, bth };
-            crc.crc32_le(ICRC_SEED, pseudo.as_bytes())
+            f(PseudoV4 { ip, udp, bth }.as_bytes())
         }
         IpHeader::V6(ip) => {
             let mut ip = *ip;
@@ -202,8 +246,7 @@ pub fn start<C: Crc32 + ?Sized>(crc: &C, ip: IpHeader<'_>, udp: &UdpHeader, bth:
             let [version, _, _, _] = ip.version_class_flow;
             ip.version_class_flow = [version | 0x0f, 0xff, 0xff, 0xff];
             ip.hop_limit = 0xff;
-            let pseudo = PseudoV6 { ip, udp, bth };
-            crc.crc32_le(ICRC_SEED, pseudo.as_bytes())
+            f(PseudoV6 { ip, udp, bth }.as_bytes())
         }
     }
 }

@@ -279,16 +279,29 @@ impl<'a> Packet<'a> {
         udp: &UdpHeader,
     ) -> Result<(), ParseError> {
         let covered_len = self.len.saturating_sub(ICRC_LEN);
-        let mut reg = icrc::start(crc, ip, udp, self.bth);
-        let covered = self.read(BTH_LEN, covered_len.saturating_sub(BTH_LEN), &mut |piece| {
-            reg = crc.crc32_le(reg, piece);
-            true
-        });
+        let rest_len = covered_len.saturating_sub(BTH_LEN);
+        let icrc = if rest_len <= icrc::JOINED_REST_MAX {
+            // A short packet: its bytes after the BTH copied behind the pseudo header, one CRC
+            // call (icrc::JOINED_REST_MAX says why).
+            icrc::compute_filled(crc, ip, udp, self.bth, rest_len, |dst| {
+                self.read_into(BTH_LEN, dst)
+            })
+            .ok_or(ParseError::Truncated)?
+        } else {
+            let mut reg = icrc::start(crc, ip, udp, self.bth);
+            if !self.read(BTH_LEN, rest_len, &mut |piece| {
+                reg = crc.crc32_le(reg, piece);
+                true
+            }) {
+                return Err(ParseError::Truncated);
+            }
+            !reg
+        };
         let mut wire = [0u8; ICRC_LEN];
-        if !covered || !self.read_into(covered_len, &mut wire) {
+        if !self.read_into(covered_len, &mut wire) {
             return Err(ParseError::Truncated);
         }
-        if wire == (!reg).to_le_bytes() {
+        if wire == icrc.to_le_bytes() {
             Ok(())
         } else {
             Err(ParseError::IcrcMismatch)

@@ -516,43 +516,38 @@ fn wr_view<T: FromBytes + zerocopy::KnownLayout + zerocopy::Immutable>(
         .map_err(|_| WqeError::Truncated)
 }
 
-/// The parts of a send WQE's fixed part that [`decode_send_wqe`] reads: `wr_id` to the first
-/// 32 bytes of the `wr` union (the largest view of it), and the `dma` header.
-const SEND_WQE_USED: [(usize, usize); 2] = [(0, 56), (184, SEND_WQE_HEADER_LEN)];
+/// The bytes of a send queue slot [`copy_send_wqe`] copies first: the fixed part and one SGE,
+/// all of most WQEs.
+const SEND_WQE_FIRST_COPY: usize = SEND_WQE_HEADER_LEN + core::mem::size_of::<Sge>();
 
 /// Copies the send WQE of a slot of `slot_len` bytes into `buf`, as far as decoding it needs:
-/// the parts of the fixed part that [`decode_send_wqe`] reads (the rest of it zeroed), then its
-/// inline data or SGEs ([`send_wqe_len`]). `read(offset, dst)` copies the slot's bytes from
-/// `offset` on into `dst`. Returns how many bytes of `buf` hold the WQE.
+/// the slot's first bytes up to the fixed part and one SGE, then, if the WQE is longer, the
+/// rest of its inline data or SGEs ([`send_wqe_len`]). `read(offset, dst)` copies the slot's
+/// bytes from `offset` on into `dst`. Returns how many bytes of `buf` hold the WQE.
 ///
-/// Decoding what it leaves in `buf` gives what decoding the whole slot gives; copying a slot
-/// costs per byte (user space may write it meanwhile), and the fixed part's other 128 bytes
-/// (completion state of the C driver, the legacy address vector) are never read.
+/// Decoding what it leaves in `buf` gives what decoding the whole slot gives. Copying a slot
+/// costs per byte (user space may write it meanwhile) and per call of `read`: a WQE of one
+/// SGE, or of at most 16 bytes of inline data, is one call.
 pub fn copy_send_wqe<E>(
     buf: &mut [u8],
     slot_len: usize,
     mut read: impl FnMut(usize, &mut [u8]) -> Result<(), E>,
 ) -> Result<usize, E> {
     let slot_len = slot_len.min(buf.len());
+    let first = slot_len.min(SEND_WQE_FIRST_COPY);
+    if let Some(part) = buf.get_mut(..first) {
+        read(0, part)?;
+    }
     let Some(header) = buf
-        .get_mut(..SEND_WQE_HEADER_LEN)
+        .get(..SEND_WQE_HEADER_LEN)
         .filter(|_| slot_len >= SEND_WQE_HEADER_LEN)
     else {
         // Not even a fixed part: all there is, which fails to decode.
-        if let Some(all) = buf.get_mut(..slot_len) {
-            read(0, all)?;
-        }
         return Ok(slot_len);
     };
-    header.fill(0);
-    for (start, end) in SEND_WQE_USED {
-        if let Some(part) = header.get_mut(start..end) {
-            read(start, part)?;
-        }
-    }
     let len = send_wqe_len(header, slot_len);
-    if let Some(rest) = buf.get_mut(SEND_WQE_HEADER_LEN..len) {
-        read(SEND_WQE_HEADER_LEN, rest)?;
+    if let Some(rest) = buf.get_mut(first..len).filter(|rest| !rest.is_empty()) {
+        read(first, rest)?;
     }
     Ok(len)
 }
