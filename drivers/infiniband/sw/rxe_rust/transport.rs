@@ -152,7 +152,8 @@ const EARLY_REQUESTS: usize = 8;
 /// clock counts whole jiffies, so this is one to two jiffies.
 const EARLY_HOLD_NANOS: u64 = 1_000_000;
 
-/// How long a run in process context goes on sending after its first packet.
+/// How long a run in process context goes on sending, counted from the run's start (it sends
+/// at least one packet).
 ///
 /// The work item runs with bottom halves off: what it sends to a veth is received only once
 /// the run ends, while the peer's local ACK timer runs. On the debug kernel a packet takes
@@ -160,7 +161,8 @@ const EARLY_HOLD_NANOS: u64 = 1_000_000;
 /// in one run reached the requester after its 67 ms timeout (perftest's default; the C driver
 /// receives each packet as it sends it). Elsewhere a run of 64 packets takes well under this,
 /// which is `net_rx_action`'s bound too (`netdev_budget_usecs`). The clock counts whole
-/// jiffies: at least this long, at most one jiffy more.
+/// jiffies ([`RUN_JIFFIES`]): at least this long, and at most the jiffies that cover it plus
+/// one (with HZ=250, two jiffies: 4 to 8 ms).
 const RUN_NANOS: u64 = 2_000_000;
 
 /// Jiffies a run bounded by [`RUN_NANOS`] may see go by.
