@@ -242,7 +242,12 @@ impl<T: Driver> Deref for Unregistered<T> {
 impl<T: Driver> Unregistered<T> {
     /// Allocates a device through the RDMA core and initialises its data in place.
     ///
-    /// `module` becomes the owner of the device's ops: user contexts hold it.
+    /// `module` becomes the owner of the device's ops. User contexts do not hold it (the
+    /// devices of this abstraction let the core disassociate them, see
+    /// `ucontext::disassociate_ucontext`): the module's link type unregisters its devices
+    /// before it goes ([`LinkOps::devices_alive`]).
+    ///
+    /// [`LinkOps::devices_alive`]: crate::rdma::link::LinkOps::devices_alive
     pub fn new(module: &'static ThisModule, data: impl PinInit<T::Data, Error>) -> Result<Self> {
         // `_ib_alloc_device` uses `kzalloc`: make the size honour our alignment.
         let layout = Kmalloc::aligned_layout(Layout::new::<Device<T>>());

@@ -231,6 +231,7 @@ impl<T: Driver> OpsTable<T> {
         dealloc_ucontext: Some(ucontext::dealloc_ucontext::<T>),
         mmap: Some(ucontext::mmap),
         mmap_free: Some(ucontext::mmap_free),
+        disassociate_ucontext: Some(ucontext::disassociate_ucontext),
         create_cq: Some(cq::create_cq::<T>),
         destroy_cq: Some(cq::destroy_cq::<T>),
         resize_user_cq: if T::Cq::HAS_RESIZE {

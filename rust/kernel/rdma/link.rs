@@ -12,6 +12,10 @@ use crate::{
         device::Device,
         driver::Driver, //
     },
+    time::{
+        delay::fsleep,
+        Delta, //
+    },
     types::Opaque, //
 };
 use core::{
@@ -49,6 +53,15 @@ pub trait LinkOps: Send + Sync + Sized + 'static {
     ///
     /// Called in process context, with the core's link-type lock held for reading.
     fn newlink(&self, name: &CStr, ndev: &NetDevice) -> Result;
+
+    /// Returns whether the data of a device this link type created is still alive (the
+    /// driver's `dealloc_driver` has not run for it).
+    ///
+    /// The registration, when it goes, unregisters the devices it finds and looks again until
+    /// this is false: a device it does not see (its unregistration begun elsewhere, or moving
+    /// to another network namespace, which hides it from the core's clients meanwhile) is then
+    /// gone, or found on a later look.
+    fn devices_alive() -> bool;
 }
 
 /// Where a registered link type of `L` can be found (see [`LinkOps::slot`]).
@@ -199,15 +212,22 @@ impl<L: LinkOps> PinnedDrop for LinkRegistration<L> {
         // lock for writing: no `newlink` runs after this.
         unsafe { bindings::rdma_link_unregister(self.ops.get()) };
         L::slot().0.store(core::ptr::null_mut(), Ordering::Release);
-        let found = Self::find_devices();
-        if found.missed {
-            // SAFETY: FFI call; it waits until every device with the driver's id is freed.
-            unsafe { bindings::ib_unregister_driver(L::Driver::DRIVER_ID.raw()) };
-        }
-        for dev in found.devs {
-            // SAFETY: `find_devices` took a registration reference on `dev`, which this gives
-            // back; it waits until the device is unregistered (by us or a concurrent path).
-            unsafe { bindings::ib_unregister_device_and_put(dev) };
+        loop {
+            let found = Self::find_devices();
+            if found.missed {
+                // SAFETY: FFI call; it waits until every device with the driver's id is freed.
+                unsafe { bindings::ib_unregister_driver(L::Driver::DRIVER_ID.raw()) };
+            }
+            for dev in found.devs {
+                // SAFETY: `find_devices` took a registration reference on `dev`, which this
+                // gives back; it waits until the device is unregistered (by us or a concurrent
+                // path).
+                unsafe { bindings::ib_unregister_device_and_put(dev) };
+            }
+            if !L::devices_alive() {
+                break;
+            }
+            fsleep(Delta::from_millis(10));
         }
     }
 }

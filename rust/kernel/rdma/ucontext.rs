@@ -71,6 +71,22 @@ pub(crate) unsafe extern "C" fn dealloc_ucontext<T: Driver>(ibuc: *mut bindings:
     unsafe { core::ptr::drop_in_place(UContext::<T>::data_ptr(ibuc)) };
 }
 
+/// The `disassociate_ucontext` op: a context whose device goes while a process still holds
+/// it open.
+///
+/// With this op the RDMA core does not wait for the processes that opened a device before it
+/// unregisters it (and does not pin the driver's module while they do): it destroys their
+/// objects with the driver's own destroy ops, queues `IB_EVENT_DEVICE_FATAL` to each and
+/// fails their later calls but destroys with `EIO`; then it calls this and
+/// `dealloc_ucontext`. A device then goes whenever its link, netdevice or module goes, without
+/// waiting for user space. Nothing is left to do here: every mapping a process has of a
+/// device of this abstraction is of `vmalloc_user` pages ([`MmapEntry::mmap`]), which
+/// `remap_vmalloc_range` inserts with page references of the mapping's own, so they outlive
+/// the buffer's `vfree`; the core's `vm_ops` on such a mapping find no mapping data of theirs
+/// and do nothing, and its file keeps only the core's module. A process that keeps them after
+/// its device went sees memory the kernel no longer uses.
+pub(crate) extern "C" fn disassociate_ucontext(_ibuc: *mut bindings::ib_ucontext) {}
+
 /// The `mmap` op.
 ///
 /// # Safety

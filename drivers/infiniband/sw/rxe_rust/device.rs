@@ -51,10 +51,6 @@ use kernel::{
         Mutex,
         SpinLockIrq, //
     },
-    time::{
-        delay::fsleep,
-        Delta, //
-    },
 };
 
 /// The number of devices of this module whose data is alive.
@@ -76,19 +72,12 @@ impl Drop for Live {
     }
 }
 
-/// Waits, when dropped, until no device data of this module is alive.
+/// Returns whether the data of a device of this module is still alive (the link type waits,
+/// when it goes, until none is: [`LinkOps::devices_alive`]).
 ///
-/// The module drops it after its link type, which unregisters the devices it finds: a device
-/// whose unregistration had begun elsewhere (`rdma link delete`, its netdevice going) is not
-/// found, and its data is dropped by the core meanwhile, with this module's code.
-pub(crate) struct DevicesGone;
-
-impl Drop for DevicesGone {
-    fn drop(&mut self) {
-        while LIVE_DEVICES.load(Acquire) != 0 {
-            fsleep(Delta::from_millis(10));
-        }
-    }
+/// [`LinkOps::devices_alive`]: kernel::rdma::link::LinkOps::devices_alive
+pub(crate) fn devices_alive() -> bool {
+    LIVE_DEVICES.load(Acquire) != 0
 }
 
 /// The data of one Soft-RoCE device.

@@ -126,8 +126,10 @@ impl QpShared {
     /// rescuer: nvme-rdma destroys its queue pairs from its own reclaim workqueues, and
     /// destroying one flushes its work, which must then be on a reclaim queue too (the
     /// workqueue code warns otherwise, and under memory pressure it could deadlock). A user
-    /// queue pair is destroyed by a system call or the unregistration of its device, never
-    /// from reclaim, and runs on the system's unbound queue: the core's queue is also
+    /// queue pair is destroyed by a system call, the unregistration of its device or a move of
+    /// the device to another namespace (on the namespaces' workqueue, a legacy one that the
+    /// workqueue code does not check), never from reclaim, and runs on the system's unbound
+    /// queue: the core's queue is also
     /// high-priority, and on it user queue pairs lost much of their 64-byte message rate with
     /// four queue pairs over a veth (`make bench --baseline`, plain kernel, 2 vCPUs, median of
     /// 3 in one boot, core's queue against the system's: `ib_send_bw -s 64 -q 4` 22.2 and

@@ -94,6 +94,10 @@ impl LinkOps for RxeLink {
         &RXE_LINK_SLOT
     }
 
+    fn devices_alive() -> bool {
+        crate::device::devices_alive()
+    }
+
     fn newlink(&self, name: &CStr, ndev: &NetDevice) -> Result {
         if ndev.is_vlan() {
             pr_err!("rxe creation allowed on top of a real device only\n");
@@ -144,9 +148,10 @@ impl NetdevNotify for RxeNetdevEvents {
                 if let Some(rxe) = rxe_by_netdev(ndev) {
                     // The namespace may go right after this: close our sockets in it now.
                     rxe.release_sockets();
-                    // Nor does the netdevice wait for the device's unregistration (which waits
-                    // for user space to close the device) on the driver's references: the
-                    // core's port reference is the only one left, as with the C driver.
+                    // Nor does the netdevice wait for the device's unregistration on the
+                    // driver's references: the core's port reference is the only one left, as
+                    // with the C driver (whose unregistration also waits for user space to
+                    // close the device; this one's disassociates it).
                     rxe.engine.release_netdev();
                     rxe.unregister_queued();
                 }

@@ -73,13 +73,12 @@ module! {
 /// The module: its link type and its netdevice notifier.
 ///
 /// Fields drop in order: the link type goes first, taking this driver's devices with it (and
-/// only those: the C driver's have the same driver id), then the module waits for devices
-/// whose removal had begun elsewhere, then the notifier that followed their netdevices goes.
+/// only those: the C driver's have the same driver id), and waiting for those whose removal
+/// had begun elsewhere; then the notifier that followed their netdevices goes.
 #[pin_data]
 struct RxeModule {
     #[pin]
     link: LinkRegistration<net::RxeLink>,
-    devices_gone: device::DevicesGone,
     #[pin]
     notifier: NetdevNotifier<net::RxeNetdevEvents>,
 }
@@ -88,8 +87,7 @@ impl kernel::InPlaceModule for RxeModule {
     fn init(_module: &'static ThisModule) -> impl PinInit<Self, Error> {
         try_pin_init!(Self {
             notifier <- NetdevNotifier::new(),
-            devices_gone: device::DevicesGone,
-            link <- LinkRegistration::new(net::RxeLink::new()),
+                    link <- LinkRegistration::new(net::RxeLink::new()),
         })
         .pin_chain(|_| {
             pr_info!("loaded\n");

@@ -7,7 +7,7 @@
 source "$(dirname "$0")/rxe_rust_lib.sh"
 
 ktap_print_header
-ktap_set_plan 18
+ktap_set_plan 20
 unload_all
 
 check "modprobe rdma_rxe_rust" modprobe $RXE_RUST
@@ -67,5 +67,76 @@ else
 		bash -c "echo \"grew by \$(cat $growth) kB\"; [ \$(cat $growth) -lt 1024 ]"
 fi
 rm -f "$growth"
+
+# Succeeds once both holders are ready: the server listens for its client
+# (after making its objects), the watcher printed its event file.
+holders_ready() {
+	ss -Htln 'sport = :18555' | grep -q :18555 && grep -q 'async event FD' "$1"
+}
+
+BAD_LOG='WARNING:|BUG:|Oops|general protection|refcount_t:|list_(add|del) corruption|UBSAN|KASAN|INFO: task .* blocked'
+
+# The removal $1 of rxe0 while two processes hold it open: ibv_rc_pingpong's
+# server, which made its PD, MR, CQ and QP and waits for a client, and
+# ibv_asyncwatch, which waits for the device's async events (both ready
+# before the removal starts). The RDMA core
+# does not wait for them (the driver lets it disassociate their contexts):
+# it destroys their objects, sends IB_EVENT_DEVICE_FATAL (8) and goes on, so
+# the removal must end within REMOVAL_S while both still run, and the
+# watcher must print the event (it then waits for more: the RDMA core keeps
+# the event file open); both end when told to. (The C driver's removal
+# waits until both have closed the device.) Their ends, after the device
+# and the module went, must leave the kernel log clean.
+REMOVAL_S=20
+removal_while_open() {
+	local out=$tmp_open holder watcher rpid end rc=0
+	ibv_rc_pingpong -d rxe0 -g 1 -p 18555 >"$out.holder" 2>&1 &
+	holder=$!
+	ibv_asyncwatch -d rxe0 >"$out.watcher" 2>&1 &
+	watcher=$!
+	local marker="rxe_rust_link: removal while open $$ $RANDOM"
+	echo "$marker" >/dev/kmsg
+	if ! WAIT_SECONDS=30 wait_for holders_ready "$out.watcher"; then
+		echo "the processes did not get ready:"
+		cat "$out.holder" "$out.watcher"
+		kill -9 $holder $watcher 2>/dev/null
+		wait $holder $watcher 2>/dev/null
+		return 1
+	fi
+	bash -c "$1" >"$out.removal" 2>&1 &
+	rpid=$!
+	end=$((SECONDS + REMOVAL_S))
+	while kill -0 $rpid 2>/dev/null && [ $SECONDS -lt $end ]; do
+		nap 0.1
+	done
+	if kill -0 $rpid 2>/dev/null; then
+		echo "'$1' still waits $REMOVAL_S s later, for the processes that hold the device"
+		rc=1
+	fi
+	WAIT_SECONDS=10 wait_for grep -q 'event_type .*(8)' "$out.watcher" || {
+		echo "ibv_asyncwatch got no IB_EVENT_DEVICE_FATAL:"
+		cat "$out.watcher"
+		rc=1
+	}
+	kill -0 $holder 2>/dev/null || { echo "the server did not wait for its client"; rc=1; }
+	kill $holder $watcher 2>/dev/null
+	wait $rpid || { echo "'$1' failed:"; cat "$out.removal"; rc=1; }
+	wait $holder $watcher 2>/dev/null
+	# What they left (their mappings, their files) went as they ended.
+	if log_since "$marker" | grep -E "$BAD_LOG"; then
+		echo "the kernel reported a problem"
+		rc=1
+	fi
+	rm -f "$out".*
+	return $rc
+}
+tmp_open=$(mktemp)
+rdma link add rxe0 type rxe netdev eth0
+check "rdma link del rxe0 does not wait for processes that hold it open" \
+	removal_while_open "rdma link del rxe0 && ! rdma dev show rxe0 2>/dev/null"
+rdma link add rxe0 type rxe netdev eth0
+check "rmmod does not wait for processes that hold a device open" \
+	removal_while_open "rmmod $RXE_RUST && ! grep -q '^$RXE_RUST ' /proc/modules"
+rm -f "$tmp_open"
 unload_all
 ktap_finished

@@ -8,11 +8,12 @@
 # - rdma link del rxeB (the port);
 # - ip link del vB (the netdevice: vA and both devices go with it);
 # - ip netns del of B (vB goes, and vA and both devices with it);
-# - rmmod rdma_rxe_rust (the module, which may refuse at once while the
-#   devices are in use; the devices are then deleted and it must go).
-# A removal may wait for the programs that use the device (the RDMA core
-# waits for user contexts of a driver that cannot disassociate them), so the
-# programs get REMOVAL_GRACE s, then are stopped; the removal must be done
+# - rmmod rdma_rxe_rust (the module; the C driver's refuses while the
+#   devices are in use, which are then deleted, and it must go).
+# This driver's removals do not wait for the programs that use the device
+# (the RDMA core disassociates their contexts); the C driver's wait until
+# the programs close it. So the programs get REMOVAL_GRACE s, then are
+# stopped; the removal must be done
 # REMOVAL_TIMEOUT s after that, with what it removes gone, and the next
 # round sets up again what it needs and must carry traffic (after the rmmod
 # round, that the driver works after an unload; after the last round, a
