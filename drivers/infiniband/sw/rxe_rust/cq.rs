@@ -213,6 +213,15 @@ pub(crate) struct RxeCq {
     _count: ObjectCount,
 }
 
+impl Drop for RxeCq {
+    fn drop(&mut self) {
+        // Withdrawn here, in `destroy_cq`: the queue pairs that still hold the ring may drop
+        // it in softirq ([`Offer::take`]).
+        let offer = self.core.inner.lock().ring.offer.take();
+        drop(offer);
+    }
+}
+
 /// Checks a requested number of completions against the device's limit.
 fn check_cqe(cqe: u32) -> Result {
     if cqe == 0 || cqe > param::MAX_CQE {

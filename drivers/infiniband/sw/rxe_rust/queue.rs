@@ -166,6 +166,20 @@ impl Offer {
             mminfo,
         })
     }
+
+    /// Takes the offer out, leaving none in its place.
+    ///
+    /// A queue's owner withdraws its offer this way when it is destroyed, in process context:
+    /// the ring itself may go later, with the last queue pair that uses it, perhaps in the
+    /// destructor of a socket buffer (softirq), where withdrawing an offer may not happen (it
+    /// takes a mutex, and the user context's table lock, which process context takes with
+    /// softirqs on).
+    pub(crate) fn take(&mut self) -> Self {
+        Self {
+            _entry: self._entry.take(),
+            mminfo: self.mminfo,
+        }
+    }
 }
 
 /// The producing side of a ring, which the kernel owns (completion queues).

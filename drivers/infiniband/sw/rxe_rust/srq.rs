@@ -146,6 +146,15 @@ pub(crate) struct RxeSrq {
     _count: ObjectCount,
 }
 
+impl Drop for RxeSrq {
+    fn drop(&mut self) {
+        // Withdrawn here, in `destroy_srq`: the queue pairs that still hold the ring may drop
+        // it in softirq ([`Offer::take`]).
+        let offer = self.core.inner.lock().ring.offer.take();
+        drop(offer);
+    }
+}
+
 impl core::ops::Deref for RxeSrq {
     type Target = SrqCore;
 
