@@ -1310,7 +1310,7 @@ impl RxeQp {
         {
             shared.engine.fail(shared);
         }
-        self.shared.drain();
+        shared.drain();
         // Waits for a run that is using it; dropped after the unlock.
         let old = self.shared.transport.lock().take();
         self.shared.retire_transport(old);

@@ -87,7 +87,7 @@ impl kernel::InPlaceModule for RxeModule {
     fn init(_module: &'static ThisModule) -> impl PinInit<Self, Error> {
         try_pin_init!(Self {
             notifier <- NetdevNotifier::new(),
-                    link <- LinkRegistration::new(net::RxeLink::new()),
+            link <- LinkRegistration::new(net::RxeLink::new()),
         })
         .pin_chain(|_| {
             pr_info!("loaded\n");
