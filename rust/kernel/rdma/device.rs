@@ -212,6 +212,30 @@ impl<T: Driver> Device<T> {
         unsafe { bindings::ib_dispatch_port_state_event(self.as_raw(), ndev.as_raw()) };
     }
 
+    /// Unbinds the netdevice of `port` (`ib_device_set_netdev` with none), dropping the core's
+    /// reference on it.
+    ///
+    /// A driver calls it when the netdevice unregisters, so that the netdevice does not wait
+    /// for the device's own unregistration; from then on [`Device::netdev`] returns `None` for
+    /// the port and [`Device::get_by_netdev`] no longer finds the device. Must be called from
+    /// a context that may sleep: it waits for an RCU grace period and sends a netlink event.
+    pub fn detach_netdev(&self, port: u32) -> Result {
+        // Before the ports' data exist (an unregistered device never bound to a netdevice)
+        // there is nothing to unbind; the core would allocate them, sized by a port count
+        // that may still change.
+        // SAFETY: The device is valid; the field is written only while the device is
+        // unregistered and exclusively ours (`Unregistered::set_netdev`, registration).
+        if unsafe { (*self.as_raw()).port_data }.is_null() {
+            return Ok(());
+        }
+        // SAFETY: The device is valid and its ports' data exist; the core checks the port
+        // number and serialises this with its own uses of the port's netdevice (the port's
+        // `netdev_lock`).
+        to_result(unsafe {
+            bindings::ib_device_set_netdev(self.as_raw(), core::ptr::null_mut(), port)
+        })
+    }
+
     /// Starts unregistration in the background (`ib_unregister_device_queued`).
     ///
     /// Safe from any context that may sleep, including netdevice notifiers.
@@ -298,8 +322,15 @@ impl<T: Driver> Unregistered<T> {
     }
 
     /// Sets the number of physical ports, numbered from 1.
-    pub fn set_phys_port_cnt(&mut self, n: u32) {
+    ///
+    /// Fails with `EBUSY` once the ports' data exist ([`Unregistered::set_netdev`] makes them,
+    /// sized by the count then): the core would not resize them.
+    pub fn set_phys_port_cnt(&mut self, n: u32) -> Result {
+        if !self.raw().port_data.is_null() {
+            return Err(EBUSY);
+        }
         self.raw().phys_port_cnt = n;
+        Ok(())
     }
 
     /// Sets the number of completion vectors.

@@ -117,7 +117,7 @@ impl LinkOps for RxeLink {
         dev.mark_name_assigned_by_user();
         dev.set_node_desc(b"rxe");
         dev.set_node_type_ca();
-        dev.set_phys_port_cnt(1);
+        dev.set_phys_port_cnt(1)?;
         dev.set_num_comp_vectors(kernel::cpu::nr_cpu_ids() as i32);
         dev.set_node_guid(guid_be(dev.guid));
         dev.enable_uverbs_cmds(&[UverbsCmd::PostSend, UverbsCmd::ReqNotifyCq]);
@@ -148,11 +148,15 @@ impl NetdevNotify for RxeNetdevEvents {
                 if let Some(rxe) = rxe_by_netdev(ndev) {
                     // The namespace may go right after this: close our sockets in it now.
                     rxe.release_sockets();
-                    // Nor does the netdevice wait for the device's unregistration on the
-                    // driver's references: the core's port reference is the only one left, as
-                    // with the C driver (whose unregistration also waits for user space to
-                    // close the device; this one's disassociates it).
+                    // The netdevice does not wait for the device's unregistration (its
+                    // clients' removal, every queue pair's destruction): the driver drops its
+                    // references, and the core's port reference goes too, as the core asks of
+                    // a driver that keeps its device past its netdevice. The C driver keeps
+                    // the port's, so its netdevice waits for the whole unregistration.
                     rxe.engine.release_netdev();
+                    if let Err(e) = rxe.detach_netdev(param::PORT) {
+                        pr_warn!("cannot detach netdevice {}: {:?}\n", ndev.name(), e);
+                    }
                     rxe.unregister_queued();
                 }
             }

@@ -150,34 +150,38 @@ impl Driver for Rxe {
 
     fn query_port(dev: &Device<Self>, port: u32, attr: &mut PortAttr) -> Result {
         check_port(port)?;
-        let ndev = dev.netdev(port).ok_or(ENODEV)?;
+        // None once the netdevice unregistered (the device is going): the port is then down,
+        // and a query (the core's cache refresh after the port's last event) still succeeds.
+        let ndev = dev.netdev(port);
 
         attr.max_mtu = IbMtu::Mtu4096.raw();
-        attr.active_mtu = ib_mtu_for_netdev_mtu(ndev.mtu()).raw();
+        attr.active_mtu = ndev
+            .as_ref()
+            .map_or(IbMtu::Mtu256, |ndev| ib_mtu_for_netdev_mtu(ndev.mtu()))
+            .raw();
         attr.gid_tbl_len = param::PORT_GID_TBL_LEN;
         attr.port_cap_flags = dev.port_cap_flags.load(Relaxed);
         attr.qkey_viol_cntr = dev.qkey_violations.load(Relaxed);
         attr.max_msg_sz = param::PORT_MAX_MSG_SZ;
         attr.pkey_tbl_len = param::PORT_PKEY_TBL_LEN;
         attr.max_vl_num = param::PORT_MAX_VL_NUM;
-        // Like the C driver, a failed speed query still reports the port (1X, SDR).
+        // A failed speed query (the netdevice unregistering, or gone) reports 1X SDR. The C
+        // driver fails the query then, and the core's cache refresh after the netdevice's
+        // last port event (it queries the port) logs the failure and drops the event.
         attr.set_active_width(PortWidth::X1);
         attr.active_speed = 1;
-        let speed = dev.eth_speed(port);
-        if let Ok((speed, width)) = speed {
+        if let Ok((speed, width)) = dev.eth_speed(port) {
             attr.active_speed = speed;
             attr.active_width = width;
         }
 
-        let (state, phys) = if ndev.is_operational() {
-            (PortState::Active, PortPhysState::LinkUp)
-        } else if ndev.is_up() {
-            (PortState::Down, PortPhysState::Polling)
-        } else {
-            (PortState::Down, PortPhysState::Disabled)
+        let (state, phys) = match ndev {
+            Some(ndev) if ndev.is_operational() => (PortState::Active, PortPhysState::LinkUp),
+            Some(ndev) if ndev.is_up() => (PortState::Down, PortPhysState::Polling),
+            _ => (PortState::Down, PortPhysState::Disabled),
         };
         attr.set_state(state, phys);
-        speed.map(|_| ())
+        Ok(())
     }
 
     fn get_port_immutable(_dev: &Device<Self>, port: u32, imm: &mut PortImmutable) -> Result {
@@ -226,7 +230,10 @@ impl Driver for Rxe {
 
     fn enable_driver(dev: &Device<Self>) -> Result {
         // The port's initial state; the core reports later changes of the netdevice itself.
-        let ndev = dev.netdev(param::PORT).ok_or(ENODEV)?;
+        // After a namespace move the netdevice may have gone (the device's removal is queued).
+        let Some(ndev) = dev.netdev(param::PORT) else {
+            return Ok(());
+        };
         if !ndev.is_operational() {
             dev.counters.inc(Counter::LinkDowned);
         }

@@ -161,6 +161,12 @@ nap() {
 	return 0
 }
 
+# Seconds (one decimal) since $1, a value of EPOCHREALTIME.
+since() {
+	local us=$((${EPOCHREALTIME/[.,]/} - ${1/[.,]/}))
+	printf '%d.%d' $((us / 1000000)) $((us % 1000000 / 100000))
+}
+
 # Waits for a condition command to succeed: WAIT_SECONDS (default 10) times
 # ten tries, a tenth of a second apart (longer where each try takes time).
 wait_for() {

@@ -16,7 +16,9 @@ cleanup() {
 	ip netns del rxe_n 2>/dev/null
 	ip link del rfc0 2>/dev/null
 	ip link del rfr0 2>/dev/null
+	ip link del rsl0 2>/dev/null
 	unload_all
+	module_loaded rxe_slow_client && rmmod rxe_slow_client
 }
 trap cleanup EXIT
 
@@ -85,8 +87,47 @@ netdev_refs_as_c() {
 	[ "${c%% *}" = held ] && [ "$r" = done ]
 }
 
+# Deletes a netdevice whose RDMA device is slow to unregister (a client's
+# remove() takes SLOW_MS, rxe_slow_client, as a kernel ULP tearing down its
+# queues can): the deletion must end without waiting for the device, which
+# goes later, and the kernel must not report the netdevice waiting for a
+# reference (after 10 s). The C driver keeps the core's port reference
+# until its device is unregistered; so did this one before it detached the
+# port at NETDEV_UNREGISTER (the deletion took 10.6 s with SLOW_MS 10 s).
+netdev_not_held() {
+	local t0 took rc=0
+	modprobe rxe_slow_client remove_ms=$SLOW_MS || return 1
+	if modprobe $RXE_RUST && ip link add rsl0 type veth peer name rsl0p &&
+		ip link set rsl0 up && ip link set rsl0p up &&
+		rdma link add rsld type rxe netdev rsl0; then
+		echo "rxe_rust_netdev: slow unregistration $$" >/dev/kmsg
+		t0=$EPOCHREALTIME
+		ip link del rsl0 || rc=1
+		took=$(since "$t0")
+		# The core hides a device from queries once its unregistration began;
+		# its sysfs folder stays until the clients are removed.
+		[ -d /sys/class/infiniband/rsld ] ||
+			{ echo "rsld's unregistration ended before the deletion did"; rc=1; }
+		WAIT_SECONDS=$((SLOW_MS / 1000 + 30)) wait_for test ! -d /sys/class/infiniband/rsld ||
+			{ echo "rsld still there"; rc=1; }
+		echo "ip link del took $took s, the device went $(since "$t0") s after it began (remove() $SLOW_MS ms)"
+		log_since "rxe_rust_netdev: slow unregistration $$" >"$events"
+		grep -q "rxe_slow_client: removed" "$events" || { echo "rxe_slow_client's remove() did not run"; rc=1; }
+		grep "waiting for rsl0 to" "$events" && rc=1
+		[ "${took%.*}" -lt $((SLOW_MS / 2000)) ] || { echo "the deletion waited"; rc=1; }
+	else
+		echo "set-up failed"
+		rc=1
+	fi
+	ip link del rsl0 2>/dev/null
+	unload_all
+	rmmod rxe_slow_client || rc=1
+	return $rc
+}
+SLOW_MS=15000
+
 ktap_print_header
-ktap_set_plan 14
+ktap_set_plan 15
 unload_all
 modprobe $RXE_RUST
 
@@ -130,4 +171,5 @@ refs_rc=$?
 printf '%s\n' "$refs" | sed 's/^/# /'
 check "a netdevice deleted under an open device waits for it with $RXE_C, not with $RXE_RUST" \
 	test $refs_rc = 0
+check "a netdevice's deletion does not wait for its device's slow unregistration" netdev_not_held
 ktap_finished

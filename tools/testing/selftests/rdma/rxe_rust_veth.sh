@@ -205,12 +205,6 @@ cm_listening() {
 # handshake) or cm_listening (rdma_cm).
 READY=listening
 
-# Seconds (one decimal) since $1, a value of EPOCHREALTIME.
-since() {
-	local us=$((${EPOCHREALTIME/[.,]/} - ${1/[.,]/}))
-	printf '%d.%d' $((us / 1000000)) $((us % 1000000 / 100000))
-}
-
 alive() {
 	[ -n "$1" ] && kill -0 "$1" 2>/dev/null
 }
