@@ -429,13 +429,44 @@ impl Engine {
         }
     }
 
+    /// Fails every reliable connection of the device to another host, as its netdevice has
+    /// unregistered.
+    ///
+    /// Nothing they send can arrive any more; their consumers learn of it now, the queue pairs
+    /// in ERR and their WQEs flushed, not at their next transmit ([`fail_if_netdev_gone`],
+    /// which catches a connection that gets its transport later). Connections within the
+    /// device (loopback) go on until the device's unregistration destroys them, as under the
+    /// C driver. Process context.
+    pub(crate) fn fail_connections(&self) {
+        let mut next = 0;
+        while let Some((n, qp)) = self.qps.find_from(next) {
+            if qp.qp_type == IbQpType::Rc && self.fail_where(&qp, |t| !t.path().is_local(&self.mac))
+            {
+                qp.enter_error();
+            }
+            let Some(after) = n.checked_add(1) else {
+                break;
+            };
+            next = after;
+        }
+    }
+
     /// Puts the transport of `qp` in the error state: every WQE it holds completes with a
     /// flush error (`modify_qp` to ERR).
     pub(crate) fn fail(&self, qp: &Arc<QpShared>) {
+        self.fail_where(qp, |_| true);
+    }
+
+    /// Fails the transport of `qp` as [`Engine::fail`] does if it has one for which `which`
+    /// holds; returns whether it did.
+    fn fail_where(&self, qp: &Arc<QpShared>, which: impl FnOnce(&Transport) -> bool) -> bool {
         let mut guard = qp.transport.lock();
         let Some(t) = (*guard).as_mut() else {
-            return;
+            return false;
         };
+        if !which(t) {
+            return false;
+        }
         let rcu = rcu::read_lock();
         let env = self.env(qp, &rcu);
         let (mut tx, mut out) = (RunBuffers::default(), KVec::new());
@@ -447,6 +478,7 @@ impl Engine {
         drop_unallocated(out);
         drop(guard);
         receivers.run(Context::Nested);
+        true
     }
 
     /// Sets the timer of `qp` for the earliest deadline of its transport, unless it is set
@@ -748,8 +780,10 @@ impl Arrival {
 /// unregistered and the device is going, so nothing the queue pair sends will arrive. Its WQEs
 /// complete with a flush error now, as the C driver's QP fails at its first failed transmit,
 /// instead of after the retry count ran out (seconds, at a ULP's timeouts), and its consumer
-/// learns of the removal at once. A transmit that fails while the netdevice is there (no
-/// route, no memory) stays a loss the requester retries.
+/// learns of the removal at once. (The connections there when the netdevice unregistered were
+/// failed then, by [`Engine::fail_connections`]; this catches one that got its transport
+/// later.) A transmit that fails while the netdevice is there (no route, no memory) stays a
+/// loss the requester retries.
 fn fail_if_netdev_gone(qp: &QpShared, roce: &mut Roce, io: &mut Io<'_>) {
     if io.netdev_gone() && qp.qp_type == IbQpType::Rc && roce.state() != TransportState::Error {
         roce.fail(io);

@@ -191,6 +191,15 @@ impl<T: Send + Sync + 'static> IndexTable<T, RcuXArray<Arc<T>>> {
     pub(crate) fn load<'a>(&'a self, n: u32, rcu: &'a rcu::Guard) -> Option<ArcBorrow<'a, T>> {
         self.xa.load(n as usize, rcu)
     }
+
+    /// Returns the first number of at least `start` that maps to something, with what it maps
+    /// to (any context).
+    pub(crate) fn find_from(&self, start: u32) -> Option<(u32, Arc<T>)> {
+        let rcu = rcu::read_lock();
+        let (n, v) = self.xa.find_from(start as usize, &rcu)?;
+        // Numbers are stored from `u32`s.
+        Some((u32::try_from(n).ok()?, v.into()))
+    }
 }
 
 /// A number taken from an [`IndexTable`]; dropping it frees the number.

@@ -154,6 +154,10 @@ impl NetdevNotify for RxeNetdevEvents {
                     // a driver that keeps its device past its netdevice. The C driver keeps
                     // the port's, so its netdevice waits for the whole unregistration.
                     rxe.engine.release_netdev();
+                    // Consumers learn of it now, their WQEs flushed, not at their next
+                    // transmit (the device's unregistration may destroy a process's queue
+                    // pairs before then, see `disassociate_ucontext`).
+                    rxe.engine.fail_connections();
                     if let Err(e) = rxe.detach_netdev(param::PORT) {
                         pr_warn!("cannot detach netdevice {}: {:?}\n", ndev.name(), e);
                     }

@@ -1299,18 +1299,7 @@ impl RxeQp {
     /// A queue pair attached to a multicast group never gets here: the core counts the
     /// attachments in its use count and refuses the destroy first (IBA o10-2.2.3).
     fn destroy(&self) {
-        // A user's RC queue pair whose netdevice went fails first, as at a transmit that finds
-        // it gone: its consumer finds the WQEs flushed in its completion queue. The device's
-        // unregistration destroys the queue pairs of processes that still hold it, without
-        // waiting for them (`disassociate_ucontext`), maybe before any of them sent again.
-        let shared = &self.shared;
-        if shared.user
-            && shared.qp_type == IbQpType::Rc
-            && shared.engine.with_netdev(|_| ()).is_none()
-        {
-            shared.engine.fail(shared);
-        }
-        shared.drain();
+        self.shared.drain();
         // Waits for a run that is using it; dropped after the unlock.
         let old = self.shared.transport.lock().take();
         self.shared.retire_transport(old);

@@ -298,6 +298,19 @@ class End:
         close(self.mr, self.cq, self.pd, self.ctx)
 
 
+def with_ends(res, drv, scenario):
+    """Runs scenario(a, b) on an End of each device, closed afterwards; a crash of the
+    scenario is a failed check of res."""
+    a = b = None
+    try:
+        a, b = End(DEV_A, IP_A), End(DEV_B, IP_B)
+        scenario(a, b)
+    except Exception as ex:  # a crash of the test is a failure, reported
+        res.check(f"{drv}: the test ran to its end", False, repr(ex))
+    finally:
+        close(a, b)
+
+
 def connect(a, qa, b, qb, qp_type):
     """Connects queue pair qa of a and qb of b to each other (RTS)."""
     from rxe_rust_traffic import ACCESS, rc_connect

@@ -25,8 +25,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from rxe_rust_drops import (  # noqa: E402
-    DEV_A, DEV_B, IP_A, IP_B, NS_A, VETH_A, run, setup, teardown)
-from rxe_rust_failslab import End, close, connect, resources  # noqa: E402
+    DEV_A, DEV_B, NS_A, VETH_A, run, setup, teardown)
+from rxe_rust_failslab import close, connect, resources, with_ends  # noqa: E402
 from rxe_rust_ktap import Results, log_marker, log_reports  # noqa: E402
 
 DRV = "rdma_rxe_rust"
@@ -92,14 +92,7 @@ def main():
         teardown()
         return RES.report()
     before = resources()
-    a = b = None
-    try:
-        a, b = End(DEV_A, IP_A), End(DEV_B, IP_B)
-        scenario(a, b)
-    except Exception as ex:  # a crash of the test is a failure, reported
-        RES.check(f"{DRV}: the test ran to its end", False, repr(ex))
-    finally:
-        close(a, b)
+    with_ends(RES, DRV, scenario)
     after = resources()
     RES.check(f"{DRV}: the devices hold as many objects as before (rdma resource)",
               len(before) == 2 and after == before, f"before {before}, after {after}")
