@@ -31,6 +31,7 @@ use crate::{
     Rxe, //
 };
 use core::sync::atomic::{
+    AtomicBool,
     AtomicU32,
     AtomicU64,
     AtomicUsize,
@@ -56,19 +57,45 @@ use kernel::{
 /// The number of devices of this module whose data is alive.
 static LIVE_DEVICES: AtomicUsize = AtomicUsize::new(0);
 
+/// The number of devices of this module whose netdevice's removal began their unregistration
+/// and whose data is still alive: the core keeps such a device's name until just after.
+static GOING_DEVICES: AtomicUsize = AtomicUsize::new(0);
+
 /// Counts a device's data as alive until it is dropped (the last field of [`RxeDev`]).
-struct Live(());
+struct Live {
+    /// Counted in [`GOING_DEVICES`].
+    going: AtomicBool,
+}
 
 impl Live {
     fn new() -> Self {
         LIVE_DEVICES.fetch_add(1, AcqRel);
-        Self(())
+        Self {
+            going: AtomicBool::new(false),
+        }
     }
 }
 
 impl Drop for Live {
     fn drop(&mut self) {
+        if *self.going.get_mut() {
+            GOING_DEVICES.fetch_sub(1, AcqRel);
+        }
         LIVE_DEVICES.fetch_sub(1, AcqRel);
+    }
+}
+
+/// Waits, up to `timeout_ms`, until no device whose netdevice went is still being unregistered.
+///
+/// The netdevice's removal does not wait for the device's unregistration, so `ip link del`
+/// returns while the device still holds its name; a new device of that name, added right after
+/// (as `rdma link add` after `ip link del`, which under the C driver waits for it), would fail
+/// with `ENFILE`. Process context.
+pub(crate) fn wait_for_going_devices(timeout_ms: u32) {
+    let mut left = timeout_ms;
+    while GOING_DEVICES.load(Acquire) != 0 && left > 0 {
+        kernel::time::delay::fsleep(kernel::time::Delta::from_millis(10));
+        left = left.saturating_sub(10);
     }
 }
 
@@ -137,7 +164,7 @@ pub(crate) struct RxeDev {
     /// The memory regions by key index.
     pub(crate) mr_table: Arc<MrTable>,
     /// Counted among the live devices until everything above is dropped.
-    _live: Live,
+    live: Live,
 }
 
 /// A count of live objects of one kind with a limit, as the device reports in `max_*`.
@@ -229,7 +256,7 @@ impl RxeDev {
             srq_table: new_srq_table()?,
             mrs: ObjectLimit::new(param::MAX_MR as u32)?,
             mr_table,
-            _live: Live::new(),
+            live: Live::new(),
         }))
     }
 
@@ -239,6 +266,13 @@ impl RxeDev {
     /// unregistration of this device completes.
     pub(crate) fn release_sockets(&self) {
         drop(self.sockets.lock().take());
+    }
+
+    /// Counts the device as going (see [`wait_for_going_devices`]) until its data is dropped.
+    pub(crate) fn mark_going(&self) {
+        if !self.live.going.swap(true, AcqRel) {
+            GOING_DEVICES.fetch_add(1, AcqRel);
+        }
     }
 }
 

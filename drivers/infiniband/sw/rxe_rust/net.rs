@@ -76,6 +76,10 @@ pub(crate) struct RxeLink {
 
 static RXE_LINK_SLOT: LinkSlot<RxeLink> = LinkSlot::new();
 
+/// How long a new link waits for devices whose netdevice went to finish their unregistration
+/// (seconds on a debug kernel; a fraction of one otherwise).
+const GOING_WAIT_MS: u32 = 30_000;
+
 impl RxeLink {
     pub(crate) fn new() -> impl PinInit<Self, Error> {
         try_pin_init!(Self {
@@ -107,6 +111,8 @@ impl LinkOps for RxeLink {
             pr_err!("already configured on {}\n", ndev.name());
             return Err(EEXIST);
         }
+        // A device whose netdevice was just deleted may still hold the name asked for.
+        crate::device::wait_for_going_devices(GOING_WAIT_MS);
 
         // The namespace the netdevice is in now (a later move is followed by the notifier).
         let net = ndev.net().ok_or(ENODEV)?;
@@ -161,6 +167,7 @@ impl NetdevNotify for RxeNetdevEvents {
                     if let Err(e) = rxe.detach_netdev(param::PORT) {
                         pr_warn!("cannot detach netdevice {}: {:?}\n", ndev.name(), e);
                     }
+                    rxe.mark_going();
                     rxe.unregister_queued();
                 }
             }

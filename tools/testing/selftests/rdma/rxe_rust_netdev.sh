@@ -17,6 +17,7 @@ cleanup() {
 	ip link del rfc0 2>/dev/null
 	ip link del rfr0 2>/dev/null
 	ip link del rsl0 2>/dev/null
+	ip link del rsl1 2>/dev/null
 	unload_all
 	module_loaded rxe_slow_client && rmmod rxe_slow_client
 }
@@ -95,10 +96,12 @@ netdev_refs_as_c() {
 # until its device is unregistered; so did this one before it detached the
 # port at NETDEV_UNREGISTER (the deletion took 10.6 s with SLOW_MS 10 s).
 netdev_not_held() {
-	local t0 took rc=0
+	local t0 took added rc=0
 	modprobe rxe_slow_client remove_ms=$SLOW_MS || return 1
 	if modprobe $RXE_RUST && ip link add rsl0 type veth peer name rsl0p &&
 		ip link set rsl0 up && ip link set rsl0p up &&
+		ip link add rsl1 type veth peer name rsl1p &&
+		ip link set rsl1 up && ip link set rsl1p up &&
 		rdma link add rsld type rxe netdev rsl0; then
 		echo "rxe_rust_netdev: slow unregistration $$" >/dev/kmsg
 		t0=$EPOCHREALTIME
@@ -108,18 +111,26 @@ netdev_not_held() {
 		# its sysfs folder stays until the clients are removed.
 		[ -d /sys/class/infiniband/rsld ] ||
 			{ echo "rsld's unregistration ended before the deletion did"; rc=1; }
-		WAIT_SECONDS=$((SLOW_MS / 1000 + 30)) wait_for test ! -d /sys/class/infiniband/rsld ||
+		# The same name again at once, on another netdevice: the link waits for
+		# the first rsld, which holds the name (before, the core refused it:
+		# ENFILE, "Too many open files in system").
+		rdma link add rsld type rxe netdev rsl1 || { echo "rsld not added again"; rc=1; }
+		added=$(since "$t0")
+		ip link del rsl1
+		WAIT_SECONDS=$((SLOW_MS / 500 + 30)) wait_for test ! -d /sys/class/infiniband/rsld ||
 			{ echo "rsld still there"; rc=1; }
-		echo "ip link del took $took s, the device went $(since "$t0") s after it began (remove() $SLOW_MS ms)"
+		echo "ip link del took $took s, rsld added again after $added s, gone after $(since "$t0") s (remove() $SLOW_MS ms)"
 		log_since "rxe_rust_netdev: slow unregistration $$" >"$events"
-		grep -q "rxe_slow_client: removed" "$events" || { echo "rxe_slow_client's remove() did not run"; rc=1; }
-		grep "waiting for rsl0 to" "$events" && rc=1
+		[ "$(grep -c "rxe_slow_client: removed" "$events")" = 2 ] ||
+			{ echo "rxe_slow_client's remove() did not run twice"; rc=1; }
+		grep "waiting for rsl[01] to" "$events" && rc=1
 		[ "${took%.*}" -lt $((SLOW_MS / 2000)) ] || { echo "the deletion waited"; rc=1; }
 	else
 		echo "set-up failed"
 		rc=1
 	fi
 	ip link del rsl0 2>/dev/null
+	ip link del rsl1 2>/dev/null
 	unload_all
 	rmmod rxe_slow_client || rc=1
 	return $rc
@@ -171,5 +182,5 @@ refs_rc=$?
 printf '%s\n' "$refs" | sed 's/^/# /'
 check "a netdevice deleted under an open device waits for it with $RXE_C, not with $RXE_RUST" \
 	test $refs_rc = 0
-check "a netdevice's deletion does not wait for its device's slow unregistration" netdev_not_held
+check "a netdevice's deletion does not wait for its device's slow unregistration; its name can be taken again at once" netdev_not_held
 ktap_finished
