@@ -85,18 +85,24 @@ impl Drop for Live {
     }
 }
 
-/// Waits, up to `timeout_ms`, until no device whose netdevice went is still being unregistered.
+/// Waits, for at least `timeout_ms`, until no device whose netdevice went is still being
+/// unregistered; returns whether none is.
 ///
 /// The netdevice's removal does not wait for the device's unregistration, so `ip link del`
 /// returns while the device still holds its name; a new device of that name, added right after
 /// (as `rdma link add` after `ip link del`, which under the C driver waits for it), would fail
-/// with `ENFILE`. Process context.
-pub(crate) fn wait_for_going_devices(timeout_ms: u32) {
+/// with `ENFILE`. (The core frees the name just after the device's data is dropped: a few
+/// microseconds in which a new device could still find it taken.) Process context.
+pub(crate) fn wait_for_going_devices(timeout_ms: u32) -> bool {
     let mut left = timeout_ms;
-    while GOING_DEVICES.load(Acquire) != 0 && left > 0 {
+    while GOING_DEVICES.load(Acquire) != 0 {
+        if left == 0 {
+            return false;
+        }
         kernel::time::delay::fsleep(kernel::time::Delta::from_millis(10));
         left = left.saturating_sub(10);
     }
+    true
 }
 
 /// Returns whether the data of a device of this module is still alive (the link type waits,

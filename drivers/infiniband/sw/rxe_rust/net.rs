@@ -76,8 +76,8 @@ pub(crate) struct RxeLink {
 
 static RXE_LINK_SLOT: LinkSlot<RxeLink> = LinkSlot::new();
 
-/// How long a new link waits for devices whose netdevice went to finish their unregistration
-/// (seconds on a debug kernel; a fraction of one otherwise).
+/// How long a new link waits, at least, for devices whose netdevice went to finish their
+/// unregistration (as long as the RDMA clients' removal takes: seconds on a debug kernel).
 const GOING_WAIT_MS: u32 = 30_000;
 
 impl RxeLink {
@@ -107,12 +107,15 @@ impl LinkOps for RxeLink {
             pr_err!("rxe creation allowed on top of a real device only\n");
             return Err(EPERM);
         }
+        // A device whose netdevice was just deleted may still hold the name asked for. Waited
+        // for before the check below, which a device added meanwhile must not escape.
+        if !crate::device::wait_for_going_devices(GOING_WAIT_MS) {
+            pr_warn!("devices whose netdevice went are still being removed\n");
+        }
         if rxe_by_netdev(ndev).is_some() {
             pr_err!("already configured on {}\n", ndev.name());
             return Err(EEXIST);
         }
-        // A device whose netdevice was just deleted may still hold the name asked for.
-        crate::device::wait_for_going_devices(GOING_WAIT_MS);
 
         // The namespace the netdevice is in now (a later move is followed by the notifier).
         let net = ndev.net().ok_or(ENODEV)?;
