@@ -137,6 +137,8 @@ pub(crate) struct RxeDev {
     pub(crate) port_cap_flags: AtomicU32,
     /// Packets dropped for a bad Q_Key since the last reset (`modify_port`).
     pub(crate) qkey_violations: AtomicU32,
+    /// Whether `enable_driver` ran: a namespace move runs it again, with the port as it was.
+    pub(crate) enabled_once: AtomicBool,
     /// The port counters.
     pub(crate) counters: Arc<Counters>,
     /// The protocol processing of the device's queue pairs.
@@ -246,6 +248,7 @@ impl RxeDev {
             sys_image_guid: AtomicU64::new(guid_be(eui)),
             port_cap_flags: AtomicU32::new(param::PORT_CAP_FLAGS.bits()),
             qkey_violations: AtomicU32::new(0),
+            enabled_once: AtomicBool::new(false),
             counters,
             engine,
             mcast <- kernel::new_spinlock_irq!(McastTable::new()),

@@ -229,12 +229,15 @@ impl Driver for Rxe {
     }
 
     fn enable_driver(dev: &Device<Self>) -> Result {
+        // A port down at registration counts as a link that went down, as under the C driver;
+        // a namespace move, which re-enables the device, does not take the link down.
+        let first = !dev.enabled_once.swap(true, Relaxed);
         // The port's initial state; the core reports later changes of the netdevice itself.
         // After a namespace move the netdevice may have gone (the device's removal is queued).
         let Some(ndev) = dev.netdev(param::PORT) else {
             return Ok(());
         };
-        if !ndev.is_operational() {
+        if first && !ndev.is_operational() {
             dev.counters.inc(Counter::LinkDowned);
         }
         dev.dispatch_port_state(&ndev);
