@@ -85,17 +85,23 @@ impl Drop for Live {
     }
 }
 
+/// Returns whether a device whose netdevice went is still being unregistered.
+pub(crate) fn devices_going() -> bool {
+    GOING_DEVICES.load(Acquire) != 0
+}
+
 /// Waits, for at least `timeout_ms`, until no device whose netdevice went is still being
 /// unregistered; returns whether none is.
 ///
 /// The netdevice's removal does not wait for the device's unregistration, so `ip link del`
 /// returns while the device still holds its name; a new device of that name, added right after
-/// (as `rdma link add` after `ip link del`, which under the C driver waits for it), would fail
-/// with `ENFILE`. (The core frees the name just after the device's data is dropped: a few
-/// microseconds in which a new device could still find it taken.) Process context.
+/// (as `rdma link add` after `ip link del`, which under the C driver waits for it), is refused
+/// with `ENFILE` until that device is freed. (The core frees the name just after the device's
+/// data is dropped: a few microseconds in which a new device could still find it taken.)
+/// Process context.
 pub(crate) fn wait_for_going_devices(timeout_ms: u32) -> bool {
     let mut left = timeout_ms;
-    while GOING_DEVICES.load(Acquire) != 0 {
+    while devices_going() {
         if left == 0 {
             return false;
         }

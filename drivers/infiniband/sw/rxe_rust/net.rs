@@ -4,8 +4,10 @@
 
 use crate::{
     device::{
+        devices_going,
         guid_be,
         rxe_by_netdev,
+        wait_for_going_devices,
         RxeDev, //
     },
     param,
@@ -80,6 +82,14 @@ static RXE_LINK_SLOT: LinkSlot<RxeLink> = LinkSlot::new();
 /// unregistration (as long as the RDMA clients' removal takes: seconds on a debug kernel).
 const GOING_WAIT_MS: u32 = 30_000;
 
+/// How long a new link goes on asking for a name that a device which just went may still hold.
+///
+/// The core frees the name a few microseconds after the device's data is dropped
+/// ([`wait_for_going_devices`] returns then).
+///
+/// [`wait_for_going_devices`]: crate::device::wait_for_going_devices
+const NAME_RETRY_MS: u32 = 100;
+
 impl RxeLink {
     pub(crate) fn new() -> impl PinInit<Self, Error> {
         try_pin_init!(Self {
@@ -107,11 +117,37 @@ impl LinkOps for RxeLink {
             pr_err!("rxe creation allowed on top of a real device only\n");
             return Err(EPERM);
         }
-        // A device whose netdevice was just deleted may still hold the name asked for. Waited
-        // for before the check below, which a device added meanwhile must not escape.
-        if !crate::device::wait_for_going_devices(GOING_WAIT_MS) {
-            pr_warn!("devices whose netdevice went are still being removed\n");
+        // A device whose netdevice was just deleted may still hold the name asked for (`ip
+        // link del` does not wait for its unregistration), and the core refuses the name with
+        // `ENFILE` until that device is gone. Waited for only then, so that a link of another
+        // name does not wait; a name held by a live device is refused at once unless some
+        // other device is going too. The core frees the name just after the device's data
+        // goes: a few more tries cover that.
+        let going = devices_going();
+        let mut retry_ms = 0;
+        loop {
+            match self.add(name, ndev) {
+                Err(e) if e == ENFILE && going && retry_ms < NAME_RETRY_MS => {
+                    if retry_ms == 0 && !wait_for_going_devices(GOING_WAIT_MS) {
+                        pr_warn!("devices whose netdevice went are still being removed\n");
+                        return Err(e);
+                    }
+                    kernel::time::delay::fsleep(kernel::time::Delta::from_millis(10));
+                    retry_ms += 10;
+                }
+                Err(e) if e == ENFILE => {
+                    pr_err!("failed to add {}: the name is taken\n", ndev.name());
+                    return Err(e);
+                }
+                r => return r,
+            }
         }
+    }
+}
+
+impl RxeLink {
+    /// Adds a device named `name` on `ndev`.
+    fn add(&self, name: &CStr, ndev: &NetDevice) -> Result {
         if rxe_by_netdev(ndev).is_some() {
             pr_err!("already configured on {}\n", ndev.name());
             return Err(EEXIST);
@@ -132,7 +168,10 @@ impl LinkOps for RxeLink {
         dev.enable_uverbs_cmds(&[UverbsCmd::PostSend, UverbsCmd::ReqNotifyCq]);
         dev.set_netdev(ndev, param::PORT)?;
         dev.register(name).inspect_err(|e| {
-            pr_err!("failed to add {}: {:?}\n", ndev.name(), e);
+            // The caller reports a name taken, which it may ask for again.
+            if *e != ENFILE {
+                pr_err!("failed to add {}: {:?}\n", ndev.name(), e);
+            }
         })
     }
 }

@@ -18,6 +18,7 @@ cleanup() {
 	ip link del rfr0 2>/dev/null
 	ip link del rsl0 2>/dev/null
 	ip link del rsl1 2>/dev/null
+	ip link del rsl2 2>/dev/null
 	unload_all
 	module_loaded rxe_slow_client && rmmod rxe_slow_client
 }
@@ -95,13 +96,17 @@ netdev_refs_as_c() {
 # reference (after 10 s). The C driver keeps the core's port reference
 # until its device is unregistered; so did this one before it detached the
 # port at NETDEV_UNREGISTER (the deletion took 10.6 s with SLOW_MS 10 s).
+# Meanwhile a link of another name is added at once, and one of the same
+# name once the device went (the core refuses the name, ENFILE, until then).
 netdev_not_held() {
-	local t0 took added rc=0
+	local t0 took other added rc=0
 	modprobe rxe_slow_client remove_ms=$SLOW_MS || return 1
 	if modprobe $RXE_RUST && ip link add rsl0 type veth peer name rsl0p &&
 		ip link set rsl0 up && ip link set rsl0p up &&
 		ip link add rsl1 type veth peer name rsl1p &&
 		ip link set rsl1 up && ip link set rsl1p up &&
+		ip link add rsl2 type veth peer name rsl2p &&
+		ip link set rsl2 up && ip link set rsl2p up &&
 		rdma link add rsld type rxe netdev rsl0; then
 		echo "rxe_rust_netdev: slow unregistration $$" >/dev/kmsg
 		t0=$EPOCHREALTIME
@@ -111,19 +116,29 @@ netdev_not_held() {
 		# its sysfs folder stays until the clients are removed.
 		[ -d /sys/class/infiniband/rsld ] ||
 			{ echo "rsld's unregistration ended before the deletion did"; rc=1; }
+		# A link of another name meanwhile: nothing to wait for, so the first
+		# rsld is still there once it is added.
+		rdma link add rsle type rxe netdev rsl2 || { echo "rsle not added"; rc=1; }
+		other=$(since "$t0")
+		[ -d /sys/class/infiniband/rsld ] ||
+			{ echo "rsle waited for the first rsld to go"; rc=1; }
 		# The same name again at once, on another netdevice: the link waits for
 		# the first rsld, which holds the name (before, the core refused it:
 		# ENFILE, "Too many open files in system").
 		rdma link add rsld type rxe netdev rsl1 || { echo "rsld not added again"; rc=1; }
 		added=$(since "$t0")
+		# A name a live device holds is refused at once.
+		fails_with "Too many open files" rdma link add rsld type rxe netdev rsl1p || rc=1
 		ip link del rsl1
-		WAIT_SECONDS=$((SLOW_MS / 500 + 30)) wait_for test ! -d /sys/class/infiniband/rsld ||
-			{ echo "rsld still there"; rc=1; }
-		echo "ip link del took $took s, rsld added again after $added s, gone after $(since "$t0") s (remove() $SLOW_MS ms)"
+		ip link del rsl2
+		WAIT_SECONDS=$((SLOW_MS / 500 + 30)) wait_for \
+			test ! -d /sys/class/infiniband/rsld -a ! -d /sys/class/infiniband/rsle ||
+			{ echo "rsld or rsle still there"; rc=1; }
+		echo "ip link del took $took s, rsle added after $other s, rsld added again after $added s, gone after $(since "$t0") s (remove() $SLOW_MS ms)"
 		log_since "rxe_rust_netdev: slow unregistration $$" >"$events"
-		[ "$(grep -c "rxe_slow_client: removed" "$events")" = 2 ] ||
-			{ echo "rxe_slow_client's remove() did not run twice"; rc=1; }
-		grep "waiting for rsl[01] to" "$events" && rc=1
+		[ "$(grep -c "rxe_slow_client: removed" "$events")" = 3 ] ||
+			{ echo "rxe_slow_client's remove() did not run three times"; rc=1; }
+		grep "waiting for rsl[012] to" "$events" && rc=1
 		[ "${took%.*}" -lt $((SLOW_MS / 2000)) ] || { echo "the deletion waited"; rc=1; }
 	else
 		echo "set-up failed"
@@ -131,6 +146,7 @@ netdev_not_held() {
 	fi
 	ip link del rsl0 2>/dev/null
 	ip link del rsl1 2>/dev/null
+	ip link del rsl2 2>/dev/null
 	unload_all
 	rmmod rxe_slow_client || rc=1
 	return $rc
@@ -182,5 +198,5 @@ refs_rc=$?
 printf '%s\n' "$refs" | sed 's/^/# /'
 check "a netdevice deleted under an open device waits for it with $RXE_C, not with $RXE_RUST" \
 	test $refs_rc = 0
-check "a netdevice's deletion does not wait for its device's slow unregistration; its name can be taken again at once" netdev_not_held
+check "a netdevice's deletion does not wait for its device's slow unregistration; a link of another name is added at once, of its name as soon as it went" netdev_not_held
 ktap_finished
