@@ -704,19 +704,23 @@ read_in_order() {
 FULL_QUEUE="netem rate 5mbit limit 8"
 
 # A slow wire with a queue of 1 MB (about 900 packets) on the sender's veth,
-# for a UC stream of SLOW_MSGS RDMA WRITEs of 64 KiB (2048 packets, 2.2
+# for a UC stream of SLOW_MSGS RDMA WRITEs of 64 KiB (1024 packets, 1.1
 # MB): the requester keeps at most 64 of its socket buffers in flight (both
 # drivers: rdma_rxe sends while no more than 64 are), so the queue holds at
 # most 65 of them and drops none. Nothing tells a UC sender of a loss: an
 # engine that filled the queue lost messages silently (issue 9). A token
 # bucket, not netem: netem with a rate orphans each skb as it queues it,
-# which frees it from its sender's count.
-SLOW_QUEUE="tbf rate 5mbit burst 16kb limit 1mb"
-SLOW_MSGS=32
+# which frees it from its sender's count. The wire must be slower than the
+# sender, or nothing queues: at 5 Mbit/s the debug kernel's sender was not
+# always faster (a queue found empty in every sample, 2026-12-07); at 1
+# Mbit/s the stream takes 8.4 s.
+SLOW_QUEUE="tbf rate 1mbit burst 16kb limit 1mb"
+SLOW_MSGS=16
 SLOW_PEAK=65
-# ib_write_bw -c UC -s 64 KiB, SLOW_MSGS messages: 64 packets each at path
-# MTU 1024.
-UC_PACKETS=$((SLOW_MSGS * 64))
+# The UC stream through a full queue: FULL_MSGS RDMA WRITEs of 64 KiB, 64
+# packets each at path MTU 1024.
+FULL_MSGS=32
+UC_PACKETS=$((FULL_MSGS * 64))
 
 # The packets the root qdisc of veth $2 in namespace $1 dropped.
 qdisc_dropped() {
@@ -758,7 +762,7 @@ full_queue_uc() {
 	local s0 s1 r0 r1 d= rc=1
 	s0=$(counter $DEV_B send_err) && r0=$(counter $DEV_A rcvd_pkts) || return 1
 	tc -n $NS_B qdisc add dev $VETH_B root $FULL_QUEUE || return 1
-	across -x "$GA4" "$GB4" ib_write_bw -c UC -F -s 65536 -n $SLOW_MSGS
+	across -x "$GA4" "$GB4" ib_write_bw -c UC -F -s 65536 -n $FULL_MSGS
 	rc=$?
 	d=$(qdisc_dropped $NS_B $VETH_B)
 	tc -n $NS_B qdisc del dev $VETH_B root 2>/dev/null
@@ -962,7 +966,7 @@ run_driver() {
 	if [ "$DRV" = "$RXE_C" ]; then
 		ktap_test_skip "$DRV: a UC stream through a full queue (rdma_rxe fails its QP on a local drop)"
 	else
-		run_check "a UC stream of $SLOW_MSGS x 64 KiB RDMA WRITEs through a full queue ($FULL_QUEUE): each local drop counted in send_err and sent again, every packet received" \
+		run_check "a UC stream of $FULL_MSGS x 64 KiB RDMA WRITEs through a full queue ($FULL_QUEUE): each local drop counted in send_err and sent again, every packet received" \
 			full_queue_uc
 	fi
 	run_check "a UC stream of $SLOW_MSGS x 64 KiB RDMA WRITEs through a slow wire ($SLOW_QUEUE): at most $SLOW_PEAK packets queued, none dropped" \
